@@ -1,0 +1,15 @@
+/** @type {import('jest').Config} */
+module.exports = {
+  preset: 'ts-jest',
+  testEnvironment: 'node',
+  rootDir: '.',
+  roots: ['<rootDir>/test', '<rootDir>/sample-app'],
+  testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
+  moduleNameMapper: {
+    '^nestjs-idempotency$': '<rootDir>/lib/index.ts',
+    '^nestjs-idempotency/testing$': '<rootDir>/lib/testing/index.ts',
+  },
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  testTimeout: 30_000,
+};

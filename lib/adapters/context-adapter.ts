@@ -1,0 +1,32 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { IdempotencyError } from '../errors/idempotency.errors';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import type { ResponseSnapshot } from '../utils/response-codec';
+
+/**
+ * Everything the interceptor needs that differs between transports (HTTP, RPC). The interceptor's
+ * flow is the same for all; an adapter per context type fills in these steps.
+ */
+export interface IdempotencyContextAdapter {
+  /** The raw key the request carries (validated by the caller), or undefined when it has none. */
+  readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown;
+
+  /** A hash of what makes this request this request (method, path, payload...). */
+  fingerprint(context: ExecutionContext): string;
+
+  /**
+   * What to store after the handler emitted `value`, or a string saying why it cannot be stored
+   * (the claim is then released).
+   */
+  capture(
+    context: ExecutionContext,
+    value: unknown,
+    options: ResolvedIdempotencyOptions,
+  ): ResponseSnapshot | string;
+
+  /** Applies a stored response to this request and returns the value to emit. */
+  replay(context: ExecutionContext, response: ResponseSnapshot): unknown;
+
+  /** Turns a transport-neutral error into what this transport throws (HttpException...). */
+  toException(context: ExecutionContext, error: IdempotencyError): Error;
+}

@@ -1,0 +1,133 @@
+import { ExecutionContext, HttpException, HttpStatus } from '@nestjs/common';
+import type { HttpAdapterHost } from '@nestjs/core';
+import { REPLAYED_HEADER } from '../idempotency.constants';
+import { IdempotencyError, IdempotencyErrorCode } from '../errors/idempotency.errors';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import { fingerprint } from '../utils/fingerprint';
+import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
+import type { IdempotencyContextAdapter } from './context-adapter';
+
+/** Nest's metadata keys for route arguments and SSE (stable across Nest 10-12). */
+const ROUTE_ARGS_METADATA = '__routeArguments__';
+const SSE_METADATA = '__sse__';
+/** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */
+const RESPONSE_PARAM_TYPES = ['1', '2'];
+
+const STATUS: Record<IdempotencyErrorCode, HttpStatus> = {
+  [IdempotencyErrorCode.KeyMissing]: HttpStatus.BAD_REQUEST,
+  [IdempotencyErrorCode.KeyInvalid]: HttpStatus.BAD_REQUEST,
+  [IdempotencyErrorCode.InProgress]: HttpStatus.CONFLICT,
+  [IdempotencyErrorCode.Mismatch]: HttpStatus.UNPROCESSABLE_ENTITY,
+  [IdempotencyErrorCode.StoreUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
+};
+
+const ERROR_NAME: Record<number, string> = {
+  400: 'Bad Request',
+  409: 'Conflict',
+  422: 'Unprocessable Entity',
+  503: 'Service Unavailable',
+};
+
+interface HttpRequestLike {
+  method: string;
+  url: string;
+  originalUrl?: string;
+  headers: Record<string, string | string[] | undefined>;
+  rawHeaders?: string[];
+  raw?: { rawHeaders?: string[] };
+  body?: unknown;
+}
+
+interface HttpResponseLike {
+  statusCode: number;
+  getHeaders(): Record<string, number | string | string[] | undefined>;
+}
+
+/** HTTP on Express or Fastify: the key is a header, the response is status + headers + body. */
+export class HttpContextAdapter implements IdempotencyContextAdapter {
+  /** Handlers that write the response themselves, cached per handler function. */
+  private readonly selfResponding = new WeakMap<object, string | undefined>();
+
+  constructor(private readonly adapterHost: HttpAdapterHost) {}
+
+  readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown {
+    const request = context.switchToHttp().getRequest<HttpRequestLike>();
+    const name = options.headerName.toLowerCase();
+    const value = request.headers[name];
+    // Node joins repeated headers with ", ": a comma is the cue to count the raw occurrences.
+    if (typeof value === 'string' && value.includes(',')) {
+      const raw = request.rawHeaders ?? request.raw?.rawHeaders ?? [];
+      let count = 0;
+      for (let i = 0; i < raw.length; i += 2) if (raw[i].toLowerCase() === name) count++;
+      if (count > 1) return [value];
+    }
+    return value;
+  }
+
+  fingerprint(context: ExecutionContext): string {
+    const request = context.switchToHttp().getRequest<HttpRequestLike>();
+    return fingerprint([request.method, request.originalUrl ?? request.url], request.body);
+  }
+
+  capture(
+    context: ExecutionContext,
+    value: unknown,
+    options: ResolvedIdempotencyOptions,
+  ): ResponseSnapshot | string {
+    const reason = this.selfRespondingReason(context) ?? unreplayableReason(value);
+    if (reason) return reason;
+    const response = context.switchToHttp().getResponse<HttpResponseLike>();
+    const headers: Record<string, string> = {};
+    const sent = response.getHeaders();
+    for (const name of options.replayHeaders) {
+      const header = sent[name];
+      if (header !== undefined) headers[name] = Array.isArray(header) ? header.join(', ') : String(header);
+    }
+    return { status: response.statusCode, headers, value };
+  }
+
+  replay(context: ExecutionContext, snapshot: ResponseSnapshot): unknown {
+    const adapter = this.adapterHost.httpAdapter;
+    const response = context.switchToHttp().getResponse();
+    if (snapshot.status !== undefined) adapter.status(response, snapshot.status);
+    for (const [name, value] of Object.entries(snapshot.headers ?? {})) {
+      adapter.setHeader(response, name, value);
+    }
+    adapter.setHeader(response, REPLAYED_HEADER, 'true');
+    return snapshot.value;
+  }
+
+  toException(context: ExecutionContext, error: IdempotencyError): Error {
+    const status = STATUS[error.code];
+    if (error.retryAfterMs !== undefined) {
+      const response = context.switchToHttp().getResponse();
+      const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
+      this.adapterHost.httpAdapter.setHeader(response, 'Retry-After', String(seconds));
+    }
+    return new HttpException(
+      { statusCode: status, error: ERROR_NAME[status], code: error.code, message: error.message },
+      status,
+      { cause: error },
+    );
+  }
+
+  /** `@Res()` without passthrough, `@Next()` and `@Sse()` handlers send the response themselves. */
+  private selfRespondingReason(context: ExecutionContext): string | undefined {
+    const handler = context.getHandler();
+    if (this.selfResponding.has(handler)) return this.selfResponding.get(handler);
+    let reason: string | undefined;
+    if (Reflect.getMetadata(SSE_METADATA, handler)) {
+      reason = 'a server-sent event stream';
+    } else {
+      const args: Record<string, { data?: { passthrough?: boolean } }> =
+        Reflect.getMetadata(ROUTE_ARGS_METADATA, context.getClass(), handler.name) ?? {};
+      const writesItself = Object.entries(args).some(
+        ([key, arg]) =>
+          RESPONSE_PARAM_TYPES.includes(key.split(':')[0]) && !arg.data?.passthrough,
+      );
+      if (writesItself) reason = 'written by the handler through @Res() or @Next()';
+    }
+    this.selfResponding.set(handler, reason);
+    return reason;
+  }
+}

@@ -1,0 +1,70 @@
+/** Stable codes carried by every error this package raises (HTTP bodies, RPC errors, events). */
+export const IdempotencyErrorCode = {
+  KeyMissing: 'IDEMPOTENCY_KEY_MISSING',
+  KeyInvalid: 'IDEMPOTENCY_KEY_INVALID',
+  InProgress: 'IDEMPOTENCY_IN_PROGRESS',
+  Mismatch: 'IDEMPOTENCY_KEY_REUSED',
+  StoreUnavailable: 'IDEMPOTENCY_STORE_UNAVAILABLE',
+} as const;
+
+/** One of {@link IdempotencyErrorCode}. */
+export type IdempotencyErrorCode = (typeof IdempotencyErrorCode)[keyof typeof IdempotencyErrorCode];
+
+/**
+ * Base of the transport-neutral errors; the context adapter maps each one to an HttpException
+ * (400, 409, 422, 503) or, for microservices, an RpcException.
+ */
+export abstract class IdempotencyError extends Error {
+  abstract readonly code: IdempotencyErrorCode;
+  /** When set, how long the client should wait before retrying, in milliseconds. */
+  readonly retryAfterMs?: number;
+}
+
+/** The route requires an idempotency key and the request has none. */
+export class IdempotencyKeyMissingError extends IdempotencyError {
+  readonly code = IdempotencyErrorCode.KeyMissing;
+  constructor(headerName: string) {
+    super(`This endpoint requires an ${headerName} header.`);
+  }
+}
+
+/** The idempotency key is empty, too long, or holds characters that are not printable ASCII. */
+export class IdempotencyKeyInvalidError extends IdempotencyError {
+  readonly code = IdempotencyErrorCode.KeyInvalid;
+}
+
+/** Another request with the same key is still running. */
+export class IdempotencyInProgressError extends IdempotencyError {
+  readonly code = IdempotencyErrorCode.InProgress;
+  constructor(override readonly retryAfterMs: number) {
+    super(
+      'A request with this idempotency key is still being processed; retry after it completes.',
+    );
+  }
+}
+
+/** The key was used before with a different request (method, path or body). */
+export class IdempotencyMismatchError extends IdempotencyError {
+  readonly code = IdempotencyErrorCode.Mismatch;
+  constructor() {
+    super('This idempotency key was already used with a different request payload.');
+  }
+}
+
+/** The store could not be reached in time; nothing ran (fail closed). */
+export class IdempotencyStoreUnavailableError extends IdempotencyError {
+  readonly code = IdempotencyErrorCode.StoreUnavailable;
+  constructor(
+    override readonly retryAfterMs: number,
+    options?: { cause?: unknown },
+  ) {
+    super('The idempotency store is unavailable; the request was not processed.', options);
+  }
+}
+
+/** A store call that took longer than `storeTimeout`. */
+export class IdempotencyStoreTimeoutError extends Error {
+  constructor(operation: string, timeoutMs: number) {
+    super(`Idempotency store ${operation} timed out after ${timeoutMs} ms`);
+  }
+}

@@ -1,0 +1,32 @@
+/** Injection token of the resolved module options ({@link ResolvedIdempotencyOptions}). */
+export const IDEMPOTENCY_OPTIONS = Symbol('IDEMPOTENCY_OPTIONS');
+
+/** Header added to every replayed response. */
+export const REPLAYED_HEADER = 'Idempotent-Replayed';
+
+/** Response headers replayed by default; `Set-Cookie` can never be added. */
+export const DEFAULT_REPLAY_HEADERS = [
+  'content-type',
+  'content-language',
+  'content-disposition',
+  'content-location',
+  'location',
+  'etag',
+  'last-modified',
+  'cache-control',
+  'expires',
+  'link',
+  'vary',
+];
+
+/** Headers that are never stored or replayed, whatever the configuration says. */
+export const FORBIDDEN_REPLAY_HEADERS = [
+  'set-cookie',
+  'authorization',
+  'cookie',
+  'proxy-authorization',
+  'www-authenticate',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+];

@@ -1,0 +1,65 @@
+import { Inject, Logger, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
+import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
+import type {
+  IdempotencyModuleOptions,
+  ResolvedIdempotencyOptions,
+} from './interfaces/idempotency-options.interface';
+import { createStore, waitUntilReady } from './stores/create-store';
+import { IdempotencyStore } from './stores/idempotency.store';
+import { resolveModuleOptions } from './utils/options';
+
+/**
+ * Provides the idempotency store and registers {@link IdempotencyInterceptor} globally.
+ *
+ * @example
+ * ```ts
+ * IdempotencyModule.forRoot({ redis: 'redis://127.0.0.1:6379' })
+ * IdempotencyModule.forRootAsync({
+ *   inject: [ConfigService],
+ *   useFactory: (config: ConfigService) => ({ redis: config.get('REDIS_URL') }),
+ * })
+ * ```
+ */
+@Module({
+  providers: [
+    {
+      provide: IDEMPOTENCY_OPTIONS,
+      inject: [MODULE_OPTIONS_TOKEN],
+      useFactory: resolveModuleOptions,
+    },
+    {
+      provide: IdempotencyStore,
+      inject: [IDEMPOTENCY_OPTIONS],
+      useFactory: createStore,
+    },
+  ],
+  exports: [IdempotencyStore, IDEMPOTENCY_OPTIONS],
+})
+export class IdempotencyModule
+  extends ConfigurableModuleClass
+  implements OnApplicationBootstrap, OnApplicationShutdown
+{
+  private readonly logger = new Logger('Idempotency');
+
+  constructor(
+    @Inject(IDEMPOTENCY_OPTIONS)
+    private readonly options: ResolvedIdempotencyOptions & IdempotencyModuleOptions,
+    private readonly store: IdempotencyStore,
+  ) {
+    super();
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (this.options.store) return;
+    // Boot never fails on an unreachable Redis: keyed requests get 503 until it is back.
+    if (!(await waitUntilReady(this.store, this.options.storeTimeout))) {
+      this.logger.warn('Redis is not reachable yet; idempotent requests answer 503 until it is');
+    }
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    // A store passed in is the application's to close; ours (and clients we created) are ours.
+    if (!this.options.store) await this.store.close();
+  }
+}

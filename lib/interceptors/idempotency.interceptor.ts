@@ -1,0 +1,341 @@
+import {
+  CallHandler,
+  ContextType,
+  ExecutionContext,
+  Inject,
+  Injectable,
+  Logger,
+  NestInterceptor,
+} from '@nestjs/common';
+import { HttpAdapterHost, Reflector } from '@nestjs/core';
+import { randomUUID } from 'node:crypto';
+import {
+  catchError,
+  concatMap,
+  defer,
+  finalize,
+  from,
+  map,
+  Observable,
+  of,
+  takeLast,
+  throwError,
+} from 'rxjs';
+import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
+import { HttpContextAdapter } from '../adapters/http-context.adapter';
+import { Idempotent } from '../decorators/idempotent.decorator';
+import {
+  IdempotencyError,
+  IdempotencyInProgressError,
+  IdempotencyKeyMissingError,
+  IdempotencyMismatchError,
+  IdempotencyStoreTimeoutError,
+  IdempotencyStoreUnavailableError,
+} from '../errors/idempotency.errors';
+import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
+import type { IdempotencyEventType } from '../interfaces/idempotency-event.interface';
+import type {
+  IdempotencyModuleOptions,
+  ResolvedIdempotencyOptions,
+} from '../interfaces/idempotency-options.interface';
+import { IdempotencyStore } from '../stores/idempotency.store';
+import { parseIdempotencyKey, recordKey } from '../utils/key';
+import { mergeOptions } from '../utils/options';
+import { decodeResponse, encodeResponse } from '../utils/response-codec';
+
+/** Seconds a client is told to wait after a store outage (Retry-After on 503). */
+const STORE_RETRY_AFTER_MS = 1_000;
+
+/** One request's claim, as the interceptor tracks it while the handler runs. */
+interface Claim {
+  key: string;
+  token: string;
+  handler: string;
+  options: ResolvedIdempotencyOptions;
+}
+
+/**
+ * Runs `@Idempotent()` handlers at most once per key: claims the key in one store round trip
+ * before the handler runs, stores the outcome (awaited, owner-checked) before the response leaves,
+ * and releases the claim when the handler fails. Registered globally by `IdempotencyModule`;
+ * subclass it and override the protected hooks to change how keys, scopes or adapters are chosen.
+ */
+@Injectable()
+export class IdempotencyInterceptor implements NestInterceptor {
+  protected readonly logger = new Logger('Idempotency');
+  private readonly routes = new WeakMap<object, WeakMap<object, ResolvedIdempotencyOptions | null>>();
+  private readonly adapters: Partial<Record<ContextType, IdempotencyContextAdapter>>;
+  private readonly unsupported = new Set<string>();
+
+  constructor(
+    protected readonly store: IdempotencyStore,
+    @Inject(IDEMPOTENCY_OPTIONS)
+    protected readonly options: ResolvedIdempotencyOptions & IdempotencyModuleOptions,
+    protected readonly reflector: Reflector,
+    adapterHost: HttpAdapterHost,
+  ) {
+    this.adapters = { http: new HttpContextAdapter(adapterHost) };
+  }
+
+  async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    const options = this.getRouteOptions(context);
+    if (!options) return next.handle();
+    const adapter = this.getAdapter(context);
+    const handler = `${context.getClass().name}.${context.getHandler().name}`;
+    if (!adapter) {
+      this.warnOnce(handler, `@Idempotent() is not supported on ${context.getType()} handlers yet`);
+      return next.handle();
+    }
+    try {
+      return await this.claimAndRun(context, next, adapter, options, handler);
+    } catch (error) {
+      throw error instanceof IdempotencyError ? adapter.toException(context, error) : error;
+    }
+  }
+
+  /** The route's options (module < controller < method), or undefined when it is not idempotent. */
+  protected getRouteOptions(context: ExecutionContext): ResolvedIdempotencyOptions | undefined {
+    const target = context.getClass();
+    const handler = context.getHandler();
+    let perClass = this.routes.get(target);
+    if (!perClass) this.routes.set(target, (perClass = new WeakMap()));
+    let options = perClass.get(handler);
+    if (options === undefined) {
+      const onClass = this.reflector.get(Idempotent, target);
+      const onMethod = this.reflector.get(Idempotent, handler);
+      options = onClass || onMethod ? mergeOptions(this.options, onClass, onMethod) : null;
+      perClass.set(handler, options);
+    }
+    return options ?? undefined;
+  }
+
+  /** The transport adapter for this context, or undefined when the transport is not supported. */
+  protected getAdapter(context: ExecutionContext): IdempotencyContextAdapter | undefined {
+    return this.adapters[context.getType()];
+  }
+
+  /** What a key is unique within: the handler, plus the tenant from `scope()` when set. */
+  protected getScope(
+    context: ExecutionContext,
+    handler: string,
+    options: ResolvedIdempotencyOptions,
+  ): string {
+    const tenant = options.scope?.(context);
+    return tenant === undefined ? handler : `${handler}\0${tenant}`;
+  }
+
+  private async claimAndRun(
+    context: ExecutionContext,
+    next: CallHandler,
+    adapter: IdempotencyContextAdapter,
+    options: ResolvedIdempotencyOptions,
+    handler: string,
+  ): Promise<Observable<unknown>> {
+    const raw = options.key ? options.key(context) : adapter.readKey(context, options);
+    if (raw === undefined || raw === null) {
+      if (options.required) throw new IdempotencyKeyMissingError(options.headerName);
+      this.emit(options, 'bypassed', handler);
+      return next.handle();
+    }
+    const claim: Claim = {
+      key: recordKey(
+        options.keyPrefix,
+        this.getScope(context, handler, options),
+        parseIdempotencyKey(raw, options.maxKeyLength),
+      ),
+      token: randomUUID(),
+      handler,
+      options,
+    };
+    const fingerprint = options.fingerprint ? adapter.fingerprint(context) : '';
+
+    let result;
+    try {
+      result = await this.call(
+        'claim',
+        this.store.claim(claim.key, { token: claim.token, fingerprint, leaseMs: options.lockTtl }),
+        options,
+      );
+    } catch (error) {
+      this.emit(options, 'store_error', handler, claim.key, error);
+      if (options.failOpen) {
+        this.logger.warn(`${handler}: store failed (${describe(error)}); running unprotected (failOpen)`);
+        return next.handle();
+      }
+      this.logger.error(`${handler}: store failed (${describe(error)}); answering 503`);
+      throw new IdempotencyStoreUnavailableError(STORE_RETRY_AFTER_MS, { cause: error });
+    }
+
+    switch (result.status) {
+      case 'completed':
+        this.emit(options, 'replayed', handler, claim.key);
+        return of(adapter.replay(context, decodeResponse(result.response)));
+      case 'in_progress':
+        this.emit(options, 'conflict', handler, claim.key);
+        throw new IdempotencyInProgressError(result.retryAfterMs);
+      case 'mismatch':
+        this.emit(options, 'mismatch', handler, claim.key);
+        throw new IdempotencyMismatchError();
+    }
+    this.emit(options, 'claimed', handler, claim.key);
+    return this.run(context, next, adapter, claim);
+  }
+
+  /**
+   * Runs the handler under the claim. Exactly one of complete / release happens: on the last
+   * value (awaited before the value is passed on, so the response leaves after the write), on an
+   * error, or when the stream ends empty or is unsubscribed (client gone): never a stuck key.
+   */
+  private run(
+    context: ExecutionContext,
+    next: CallHandler,
+    adapter: IdempotencyContextAdapter,
+    claim: Claim,
+  ): Observable<unknown> {
+    let settled = false;
+    let stopHeartbeat = () => {};
+    const settle = (outcome: () => Promise<void>): Observable<void> => {
+      if (settled) return of(undefined);
+      settled = true;
+      stopHeartbeat();
+      return from(outcome());
+    };
+
+    return defer(() => {
+      stopHeartbeat = this.startHeartbeat(claim);
+      return next.handle();
+    }).pipe(
+      takeLast(1),
+      concatMap((value) =>
+        settle(() => this.complete(context, adapter, claim, value)).pipe(map(() => value)),
+      ),
+      catchError((error: unknown) =>
+        settle(() => this.release(claim, error)).pipe(concatMap(() => throwError(() => error))),
+      ),
+      finalize(() => void settle(() => this.release(claim)).subscribe()),
+    );
+  }
+
+  private async complete(
+    context: ExecutionContext,
+    adapter: IdempotencyContextAdapter,
+    claim: Claim,
+    value: unknown,
+  ): Promise<void> {
+    const { options, handler, key } = claim;
+    let stored;
+    try {
+      const snapshot = adapter.capture(context, value, options);
+      if (typeof snapshot === 'string') return this.notReplayable(claim, `the response is ${snapshot}`);
+      stored = encodeResponse(snapshot);
+    } catch (error) {
+      return this.notReplayable(claim, `the response cannot be serialised (${describe(error)})`);
+    }
+    if (stored.body.length > options.maxResponseBytes) {
+      return this.notReplayable(
+        claim,
+        `the response has ${stored.body.length} bytes, over maxResponseBytes (${options.maxResponseBytes})`,
+      );
+    }
+    try {
+      const owned = await this.call(
+        'complete',
+        this.store.complete(key, claim.token, stored, options.ttl),
+        options,
+      );
+      if (owned) {
+        this.emit(options, 'completed', handler, key);
+      } else {
+        this.emit(options, 'fenced', handler, key);
+        this.logger.warn(
+          `${handler}: the handler outlived its lease on ${key}; its response was sent but not stored (fenced)`,
+        );
+      }
+    } catch (error) {
+      this.emit(options, 'completion_failed', handler, key, error);
+      this.logger.error(
+        `${handler}: the handler succeeded but storing its response for ${key} failed (${describe(error)}); a retry after the lease may run it again`,
+      );
+    }
+  }
+
+  private async notReplayable(claim: Claim, reason: string): Promise<void> {
+    this.emit(claim.options, 'not_replayable', claim.handler, claim.key);
+    this.warnOnce(claim.handler, `not stored because ${reason}; the claim was released`);
+    await this.release(claim);
+  }
+
+  private async release(claim: Claim, cause?: unknown): Promise<void> {
+    try {
+      await this.call('release', this.store.release(claim.key, claim.token), claim.options);
+      this.emit(claim.options, 'released', claim.handler, claim.key, cause);
+    } catch (error) {
+      this.logger.error(
+        `${claim.handler}: releasing ${claim.key} failed (${describe(error)}); it frees itself when the lease expires`,
+      );
+    }
+  }
+
+  /** Renews the lease every third of lockTtl while the handler runs. Returns the stop function. */
+  private startHeartbeat(claim: Claim): () => void {
+    const { options } = claim;
+    const timer = setInterval(() => {
+      this.call('extend', this.store.extend(claim.key, claim.token, options.lockTtl), options).then(
+        (owned) => {
+          if (owned) return;
+          clearInterval(timer);
+          this.emit(options, 'lease_lost', claim.handler, claim.key);
+          this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
+        },
+        (error) => this.logger.warn(`${claim.handler}: renewing ${claim.key} failed (${describe(error)})`),
+      );
+    }, Math.max(1, Math.floor(options.lockTtl / 3)));
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /** A store call bounded by storeTimeout, so a hung store cannot hang a request. */
+  private async call<T>(
+    operation: string,
+    promise: Promise<T>,
+    options: ResolvedIdempotencyOptions,
+  ): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new IdempotencyStoreTimeoutError(operation, options.storeTimeout)),
+        options.storeTimeout,
+      );
+    });
+    try {
+      return await Promise.race([promise, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private emit(
+    options: ResolvedIdempotencyOptions,
+    type: IdempotencyEventType,
+    handler: string,
+    key?: string,
+    error?: unknown,
+  ): void {
+    if (!options.onEvent) return;
+    try {
+      options.onEvent({ type, handler, key, error });
+    } catch (listenerError) {
+      this.logger.error(`onEvent listener threw (${describe(listenerError)})`);
+    }
+  }
+
+  private warnOnce(handler: string, message: string): void {
+    if (this.unsupported.has(handler)) return;
+    this.unsupported.add(handler);
+    this.logger.warn(`${handler}: ${message}`);
+  }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

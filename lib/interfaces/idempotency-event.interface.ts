@@ -1,0 +1,37 @@
+/** Every outcome the interceptor reports through `onEvent`. */
+export type IdempotencyEventType =
+  /** The request claimed its key and the handler runs. */
+  | 'claimed'
+  /** The handler succeeded and its response is stored. */
+  | 'completed'
+  /** A stored response was replayed; the handler did not run. */
+  | 'replayed'
+  /** Another request with the key is in progress (409). */
+  | 'conflict'
+  /** The key was reused with another payload (422). */
+  | 'mismatch'
+  /** The handler failed (or its response cannot be stored) and the claim was given up. */
+  | 'released'
+  /** The completion was refused because this request no longer owned the key. */
+  | 'fenced'
+  /** The heartbeat found the lease gone while the handler was still running. */
+  | 'lease_lost'
+  /** The request had no key and ran unprotected. */
+  | 'bypassed'
+  /** The response could not be stored (stream, file, `@Res()`, too large). */
+  | 'not_replayable'
+  /** The store failed before the claim (503, or run unprotected with `failOpen`). */
+  | 'store_error'
+  /** The handler succeeded but storing its response failed: a retry may run it again. */
+  | 'completion_failed';
+
+/** Payload of `onEvent`. */
+export interface IdempotencyEvent {
+  type: IdempotencyEventType;
+  /** The store key of the record: prefix plus a hash; never the client's raw key. */
+  key?: string;
+  /** `Controller.method` of the route. */
+  handler: string;
+  /** The error behind `store_error`, `completion_failed` and `released` (when the handler threw). */
+  error?: unknown;
+}

@@ -1,0 +1,2 @@
+export * from './idempotency-event.interface';
+export * from './idempotency-options.interface';

@@ -1,0 +1,92 @@
+import { Logger } from '@nestjs/common';
+import type { Cluster, Redis } from 'ioredis';
+import type { IdempotencyModuleOptions } from '../interfaces/idempotency-options.interface';
+import type { IdempotencyStore } from './idempotency.store';
+import { MemoryIdempotencyStore } from './memory-idempotency.store';
+import { RedisIdempotencyStore } from './redis-idempotency.store';
+
+const logger = new Logger('Idempotency');
+let warnedMemory = false;
+
+/** Settings for clients the module creates: fail fast instead of queueing while Redis is down. */
+const CLIENT_DEFAULTS = { enableOfflineQueue: false, maxRetriesPerRequest: 1 };
+
+/** Builds the store the module options ask for: `store`, else `redis`, else the memory store. */
+export function createStore(options: IdempotencyModuleOptions): IdempotencyStore {
+  if (options.store) return options.store;
+  if (options.redis !== undefined) {
+    const { client, owned } = createRedisClient(options.redis);
+    return new RedisIdempotencyStore(client, { ownsClient: owned });
+  }
+  if (!warnedMemory) {
+    warnedMemory = true;
+    logger.warn(
+      'No redis or store configured: using the in-memory store. It is process-local, so several ' +
+        'instances of the app do not share keys; configure `redis` for production.',
+    );
+  }
+  return new MemoryIdempotencyStore();
+}
+
+function isClient(value: unknown): value is Redis | Cluster {
+  return typeof (value as { defineCommand?: unknown })?.defineCommand === 'function';
+}
+
+function createRedisClient(config: NonNullable<IdempotencyModuleOptions['redis']>): {
+  client: Redis | Cluster;
+  owned: boolean;
+} {
+  if (isClient(config)) return { client: config, owned: false };
+  const ioredis = loadIoredis();
+  let client: Redis | Cluster;
+  if (typeof config === 'string') {
+    client = new ioredis.Redis(config, CLIENT_DEFAULTS);
+  } else if ('clusterNodes' in config) {
+    client = new ioredis.Cluster(config.clusterNodes, {
+      ...config.clusterOptions,
+      redisOptions: { maxRetriesPerRequest: 1, ...config.clusterOptions?.redisOptions },
+    });
+  } else {
+    client = new ioredis.Redis({ ...CLIENT_DEFAULTS, ...config });
+  }
+  // Log an outage once, and its end, rather than every reconnection attempt.
+  let down = false;
+  client.on('error', (error: Error) => {
+    if (down) return;
+    down = true;
+    logger.error(`Redis connection error: ${error.message}; keyed requests fail until it is back`);
+  });
+  client.on('ready', () => {
+    if (!down) return;
+    down = false;
+    logger.log('Redis connection is back');
+  });
+  return { client, owned: true };
+}
+
+function loadIoredis(): typeof import('ioredis') {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return require('ioredis');
+  } catch {
+    throw new Error(
+      'IdempotencyModule: the `redis` option needs the ioredis package. Install it: npm install ioredis',
+    );
+  }
+}
+
+/** Waits (bounded) until a client the module created is ready, so boot does not race the first request. */
+export async function waitUntilReady(store: IdempotencyStore, timeoutMs: number): Promise<boolean> {
+  if (!(store instanceof RedisIdempotencyStore) || store.client.status === 'ready') return true;
+  const client = store.client;
+  return new Promise((resolve) => {
+    const done = (ready: boolean) => {
+      clearTimeout(timer);
+      client.off('ready', onReady);
+      resolve(ready);
+    };
+    const onReady = () => done(true);
+    const timer = setTimeout(() => done(false), timeoutMs);
+    client.on('ready', onReady);
+  });
+}

@@ -1,0 +1,64 @@
+/** What a caller asks for when it claims a key. */
+export interface ClaimRequest {
+  /** Random owner token; only its holder may complete, release or extend the record. */
+  token: string;
+  /** Hash of the request; `''` disables the payload check for this claim. */
+  fingerprint: string;
+  /** Lease in milliseconds: how long the claim lives unless it is extended or completed. */
+  leaseMs: number;
+}
+
+/** A stored response, opaque to the store: the interceptor encodes and decodes it. */
+export interface StoredResponse {
+  /** Status, headers and body type, encoded by the interceptor. */
+  meta: string;
+  /** Response body bytes. */
+  body: Buffer;
+}
+
+/** The outcome of {@link IdempotencyStore.claim}. */
+export type ClaimResult =
+  /** The caller owns a fresh lease and must run the handler. */
+  | { status: 'claimed' }
+  /** Another owner holds the lease; `retryAfterMs` is the time it has left. */
+  | { status: 'in_progress'; retryAfterMs: number }
+  /** The key was first used with another request fingerprint. */
+  | { status: 'mismatch' }
+  /** The key completed earlier: replay `response`. */
+  | { status: 'completed'; response: StoredResponse };
+
+/**
+ * The storage contract behind the interceptor: one record per key, every operation atomic and
+ * the writes checked against the owner token (fencing). Use it as a type and as the DI token.
+ *
+ * Any implementation must pass the shared contract suite exported from
+ * `nestjs-idempotency/testing` (`runIdempotencyStoreContract`).
+ */
+export abstract class IdempotencyStore {
+  /**
+   * Atomically: create a pending record owned by `request.token` if the key is free (absent or
+   * expired), otherwise report its state. A fingerprint mismatch is reported before the record's
+   * state, so it wins over in-progress and completed.
+   */
+  abstract claim(key: string, request: ClaimRequest): Promise<ClaimResult>;
+
+  /**
+   * Store the response and keep it for `ttlMs`, only if `token` still owns the pending record.
+   * @returns false when the caller lost the lease (expired, released or taken over).
+   */
+  abstract complete(
+    key: string,
+    token: string,
+    response: StoredResponse,
+    ttlMs: number,
+  ): Promise<boolean>;
+
+  /** Delete the pending record, only if `token` still owns it. @returns whether it did. */
+  abstract release(key: string, token: string): Promise<boolean>;
+
+  /** Renew the lease to `leaseMs` from now, only if `token` still owns it. @returns whether it did. */
+  abstract extend(key: string, token: string, leaseMs: number): Promise<boolean>;
+
+  /** Free resources the store created (timers, connections it owns). Never closes borrowed clients. */
+  async close(): Promise<void> {}
+}

@@ -1,0 +1,3 @@
+export * from './idempotency.store';
+export * from './memory-idempotency.store';
+export * from './redis-idempotency.store';

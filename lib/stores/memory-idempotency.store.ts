@@ -1,0 +1,117 @@
+import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from './idempotency.store';
+
+/** Options of {@link MemoryIdempotencyStore}. */
+export interface MemoryIdempotencyStoreOptions {
+  /** Clock in milliseconds; tests inject a fake one. Default: `Date.now`. */
+  now?: () => number;
+  /** How often expired records are swept, in milliseconds. Default: 60 000. `0` disables it. */
+  sweepIntervalMs?: number;
+}
+
+interface MemoryRecord {
+  state: 'pending' | 'completed';
+  owner: string;
+  fingerprint: string;
+  response?: StoredResponse;
+  expiresAt: number;
+}
+
+/**
+ * A process-local store with the same semantics as the Redis store, TTLs included. It is the
+ * embedded default for local runs and unit tests; it does not protect several app instances.
+ */
+export class MemoryIdempotencyStore extends IdempotencyStore {
+  private readonly records = new Map<string, MemoryRecord>();
+  private readonly now: () => number;
+  private readonly sweeper?: NodeJS.Timeout;
+
+  constructor(options: MemoryIdempotencyStoreOptions = {}) {
+    super();
+    this.now = options.now ?? Date.now;
+    const interval = options.sweepIntervalMs ?? 60_000;
+    if (interval > 0) {
+      this.sweeper = setInterval(() => this.sweep(), interval);
+      this.sweeper.unref();
+    }
+  }
+
+  /** Number of live records (expired ones are not counted). */
+  get size(): number {
+    this.sweep();
+    return this.records.size;
+  }
+
+  async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
+    const record = this.live(key);
+    if (!record) {
+      this.records.set(key, {
+        state: 'pending',
+        owner: request.token,
+        fingerprint: request.fingerprint,
+        expiresAt: this.now() + request.leaseMs,
+      });
+      return { status: 'claimed' };
+    }
+    if (request.fingerprint && record.fingerprint && record.fingerprint !== request.fingerprint) {
+      return { status: 'mismatch' };
+    }
+    if (record.state === 'completed') {
+      return { status: 'completed', response: record.response! };
+    }
+    return { status: 'in_progress', retryAfterMs: record.expiresAt - this.now() };
+  }
+
+  async complete(
+    key: string,
+    token: string,
+    response: StoredResponse,
+    ttlMs: number,
+  ): Promise<boolean> {
+    const record = this.owned(key, token);
+    if (!record) return false;
+    record.state = 'completed';
+    // Copy the body: the caller's buffer may be reused or mutated after the call.
+    record.response = { meta: response.meta, body: Buffer.from(response.body) };
+    record.expiresAt = this.now() + ttlMs;
+    return true;
+  }
+
+  async release(key: string, token: string): Promise<boolean> {
+    if (!this.owned(key, token)) return false;
+    this.records.delete(key);
+    return true;
+  }
+
+  async extend(key: string, token: string, leaseMs: number): Promise<boolean> {
+    const record = this.owned(key, token);
+    if (!record) return false;
+    record.expiresAt = this.now() + leaseMs;
+    return true;
+  }
+
+  override async close(): Promise<void> {
+    if (this.sweeper) clearInterval(this.sweeper);
+    this.records.clear();
+  }
+
+  private live(key: string): MemoryRecord | undefined {
+    const record = this.records.get(key);
+    if (record && record.expiresAt <= this.now()) {
+      this.records.delete(key);
+      return undefined;
+    }
+    return record;
+  }
+
+  private owned(key: string, token: string): MemoryRecord | undefined {
+    const record = this.live(key);
+    return record?.state === 'pending' && record.owner === token ? record : undefined;
+  }
+
+  private sweep(): void {
+    const now = this.now();
+    for (const [key, record] of this.records) {
+      if (record.expiresAt <= now) this.records.delete(key);
+    }
+  }
+}

@@ -1,0 +1,96 @@
+import { DEFAULT_REPLAY_HEADERS, FORBIDDEN_REPLAY_HEADERS } from '../idempotency.constants';
+import type {
+  IdempotencyModuleOptions,
+  IdempotencyOptions,
+  ResolvedIdempotencyOptions,
+} from '../interfaces/idempotency-options.interface';
+
+/** Defaults of every route option. */
+export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
+  headerName: 'Idempotency-Key',
+  ttl: 24 * 60 * 60 * 1000,
+  lockTtl: 30_000,
+  required: false,
+  fingerprint: true,
+  failOpen: false,
+  replayHeaders: DEFAULT_REPLAY_HEADERS,
+  maxResponseBytes: 1024 * 1024,
+  maxKeyLength: 255,
+  keyPrefix: 'idempotency:',
+  storeTimeout: 2_000,
+};
+
+const DURATIONS = ['ttl', 'lockTtl', 'storeTimeout', 'maxResponseBytes', 'maxKeyLength'] as const;
+const FLAGS = ['required', 'fingerprint', 'failOpen'] as const;
+const FUNCTIONS = ['key', 'scope'] as const;
+const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/**
+ * Checks options set in `forRoot()` or `@Idempotent()` and throws a clear error at bootstrap (or
+ * when the decorator is evaluated) instead of misbehaving on the first request.
+ */
+export function validateOptions<T extends IdempotencyOptions>(options: T, where: string): T {
+  const fail = (message: string): never => {
+    throw new TypeError(`${where}: ${message}`);
+  };
+  for (const name of DURATIONS) {
+    const value = options[name];
+    if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
+      fail(`${name} must be a positive whole number, got ${String(value)}`);
+    }
+  }
+  for (const name of FLAGS) {
+    if (options[name] !== undefined && typeof options[name] !== 'boolean') {
+      fail(`${name} must be a boolean, got ${typeof options[name]}`);
+    }
+  }
+  for (const name of FUNCTIONS) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') {
+      fail(`${name} must be a function, got ${typeof options[name]}`);
+    }
+  }
+  if (options.headerName !== undefined && !HEADER_NAME.test(options.headerName)) {
+    fail(`headerName must be a valid HTTP header name, got ${JSON.stringify(options.headerName)}`);
+  }
+  if (options.keyPrefix !== undefined && typeof options.keyPrefix !== 'string') {
+    fail(`keyPrefix must be a string, got ${typeof options.keyPrefix}`);
+  }
+  if (options.replayHeaders !== undefined) {
+    if (!Array.isArray(options.replayHeaders)) fail('replayHeaders must be an array of header names');
+    for (const header of options.replayHeaders!) {
+      if (typeof header !== 'string' || !HEADER_NAME.test(header)) {
+        fail(`replayHeaders holds an invalid header name: ${JSON.stringify(header)}`);
+      }
+      if (FORBIDDEN_REPLAY_HEADERS.includes(header.toLowerCase())) {
+        fail(`${header} can never be stored or replayed`);
+      }
+    }
+  }
+  return options;
+}
+
+/** Validates the module options and fills in every default. */
+export function resolveModuleOptions(
+  options: IdempotencyModuleOptions,
+): ResolvedIdempotencyOptions & IdempotencyModuleOptions {
+  validateOptions(options, 'IdempotencyModule');
+  if (options.lockTtl !== undefined && options.lockTtl < 3) {
+    throw new TypeError('IdempotencyModule: lockTtl must be at least 3 ms');
+  }
+  return mergeOptions(DEFAULT_OPTIONS, options);
+}
+
+/** Merges route options over defaults, ignoring `undefined` values; normalises header names. */
+export function mergeOptions<T extends ResolvedIdempotencyOptions>(
+  base: T,
+  ...overrides: (IdempotencyOptions | undefined)[]
+): T {
+  const merged: T = { ...base };
+  for (const override of overrides) {
+    for (const [name, value] of Object.entries(override ?? {})) {
+      if (value !== undefined) (merged as Record<string, unknown>)[name] = value;
+    }
+  }
+  merged.replayHeaders = merged.replayHeaders.map((header) => header.toLowerCase());
+  return merged;
+}

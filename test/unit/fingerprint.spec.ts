@@ -1,0 +1,32 @@
+import { fingerprint } from '../../lib/utils/fingerprint';
+
+describe('fingerprint', () => {
+  const parts = ['POST', '/payments'];
+
+  it('ignores object key order, at any depth', () => {
+    expect(fingerprint(parts, { a: 1, b: { c: [1, 2], d: 'x' } })).toBe(
+      fingerprint(parts, { b: { d: 'x', c: [1, 2] }, a: 1 }),
+    );
+  });
+
+  it('treats a property holding undefined like a missing one, as JSON does', () => {
+    expect(fingerprint(parts, { a: 1, b: undefined })).toBe(fingerprint(parts, { a: 1 }));
+  });
+
+  it.each([
+    [{ amount: 1 }, { amount: '1' }],
+    [{ amount: 1 }, { amount: 2 }],
+    [[1, 2], [2, 1]],
+    [{ a: null }, { a: 'null' }],
+    ['ab', Buffer.from('ab')],
+    [{ ab: 'c' }, { a: 'bc' }],
+  ])('tells %j from %j', (a, b) => {
+    expect(fingerprint(parts, a)).not.toBe(fingerprint(parts, b));
+  });
+
+  it('depends on the method and the URL', () => {
+    const body = { amount: 1 };
+    expect(fingerprint(['POST', '/a'], body)).not.toBe(fingerprint(['PUT', '/a'], body));
+    expect(fingerprint(['POST', '/a'], body)).not.toBe(fingerprint(['POST', '/a?x=1'], body));
+  });
+});
