@@ -6,22 +6,21 @@ import type {
   IdempotencyModuleOptions,
 } from './interfaces/idempotency-options.interface';
 
-export const {
-  ConfigurableModuleClass,
-  MODULE_OPTIONS_TOKEN,
-  OPTIONS_TYPE,
-  ASYNC_OPTIONS_TYPE,
-} = new ConfigurableModuleBuilder<IdempotencyModuleOptions>({ moduleName: 'Idempotency' })
-  .setClassMethodName('forRoot')
-  .setFactoryMethodName('createIdempotencyOptions')
-  .setExtras<IdempotencyModuleExtras>(
-    { isGlobal: true, globalInterceptor: true },
-    (definition, extras) => ({
-      ...definition,
-      global: extras.isGlobal,
-      providers: extras.globalInterceptor
-        ? [...(definition.providers ?? []), { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor }]
-        : definition.providers,
-    }),
-  )
-  .build();
+export const { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, ASYNC_OPTIONS_TYPE } =
+  new ConfigurableModuleBuilder<IdempotencyModuleOptions>({ moduleName: 'Idempotency' })
+    .setClassMethodName('forRoot')
+    .setFactoryMethodName('createIdempotencyOptions')
+    .setExtras<IdempotencyModuleExtras>(
+      { isGlobal: true, globalInterceptor: true },
+      (definition, extras) => ({
+        ...definition,
+        global: extras.isGlobal,
+        providers: extras.globalInterceptor
+          ? [
+              ...(definition.providers ?? []),
+              { provide: APP_INTERCEPTOR, useClass: IdempotencyInterceptor },
+            ]
+          : definition.providers,
+      }),
+    )
+    .build();

@@ -1,4 +1,10 @@
-import { Inject, Logger, Module, OnApplicationBootstrap, OnApplicationShutdown } from '@nestjs/common';
+import {
+  Inject,
+  Logger,
+  Module,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
 import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
 import type {

@@ -3,7 +3,11 @@ export * from './errors';
 export * from './interceptors';
 export * from './interfaces';
 export * from './stores';
-export { IDEMPOTENCY_OPTIONS, REPLAYED_HEADER, DEFAULT_REPLAY_HEADERS } from './idempotency.constants';
+export {
+  IDEMPOTENCY_OPTIONS,
+  REPLAYED_HEADER,
+  DEFAULT_REPLAY_HEADERS,
+} from './idempotency.constants';
 export { IdempotencyModule } from './idempotency.module';
 export type { IdempotencyContextAdapter } from './adapters/context-adapter';
 export type { ResponseSnapshot } from './utils/response-codec';

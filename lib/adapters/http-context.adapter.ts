@@ -7,8 +7,9 @@ import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
 
-/** Nest's metadata keys for route arguments and SSE (stable across Nest 10-12). */
+/** Nest's metadata keys for route arguments, `@Res({ passthrough })` and SSE (Nest 10-12). */
 const ROUTE_ARGS_METADATA = '__routeArguments__';
+const RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
 const SSE_METADATA = '__sse__';
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */
 const RESPONSE_PARAM_TYPES = ['1', '2'];
@@ -81,7 +82,8 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     const sent = response.getHeaders();
     for (const name of options.replayHeaders) {
       const header = sent[name];
-      if (header !== undefined) headers[name] = Array.isArray(header) ? header.join(', ') : String(header);
+      if (header !== undefined)
+        headers[name] = Array.isArray(header) ? header.join(', ') : String(header);
     }
     return { status: response.statusCode, headers, value };
   }
@@ -119,13 +121,16 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     if (Reflect.getMetadata(SSE_METADATA, handler)) {
       reason = 'a server-sent event stream';
     } else {
-      const args: Record<string, { data?: { passthrough?: boolean } }> =
-        Reflect.getMetadata(ROUTE_ARGS_METADATA, context.getClass(), handler.name) ?? {};
-      const writesItself = Object.entries(args).some(
-        ([key, arg]) =>
-          RESPONSE_PARAM_TYPES.includes(key.split(':')[0]) && !arg.data?.passthrough,
+      // The same rule Nest applies to decide that the handler sends the response itself.
+      const target = context.getClass();
+      const args = Reflect.getMetadata(ROUTE_ARGS_METADATA, target, handler.name) ?? {};
+      const injectsResponse = Object.keys(args).some((key) =>
+        RESPONSE_PARAM_TYPES.includes(key.split(':')[0]),
       );
-      if (writesItself) reason = 'written by the handler through @Res() or @Next()';
+      const passthrough = Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, target, handler.name);
+      if (injectsResponse && !passthrough) {
+        reason = 'written by the handler through @Res() or @Next()';
+      }
     }
     this.selfResponding.set(handler, reason);
     return reason;

@@ -63,7 +63,10 @@ interface Claim {
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   protected readonly logger = new Logger('Idempotency');
-  private readonly routes = new WeakMap<object, WeakMap<object, ResolvedIdempotencyOptions | null>>();
+  private readonly routes = new WeakMap<
+    object,
+    WeakMap<object, ResolvedIdempotencyOptions | null>
+  >();
   private readonly adapters: Partial<Record<ContextType, IdempotencyContextAdapter>>;
   private readonly unsupported = new Set<string>();
 
@@ -159,7 +162,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     } catch (error) {
       this.emit(options, 'store_error', handler, claim.key, error);
       if (options.failOpen) {
-        this.logger.warn(`${handler}: store failed (${describe(error)}); running unprotected (failOpen)`);
+        this.logger.warn(
+          `${handler}: store failed (${describe(error)}); running unprotected (failOpen)`,
+        );
         return next.handle();
       }
       this.logger.error(`${handler}: store failed (${describe(error)}); answering 503`);
@@ -226,7 +231,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     let stored;
     try {
       const snapshot = adapter.capture(context, value, options);
-      if (typeof snapshot === 'string') return this.notReplayable(claim, `the response is ${snapshot}`);
+      if (typeof snapshot === 'string')
+        return this.notReplayable(claim, `the response is ${snapshot}`);
       stored = encodeResponse(snapshot);
     } catch (error) {
       return this.notReplayable(claim, `the response cannot be serialised (${describe(error)})`);
@@ -279,17 +285,25 @@ export class IdempotencyInterceptor implements NestInterceptor {
   /** Renews the lease every third of lockTtl while the handler runs. Returns the stop function. */
   private startHeartbeat(claim: Claim): () => void {
     const { options } = claim;
-    const timer = setInterval(() => {
-      this.call('extend', this.store.extend(claim.key, claim.token, options.lockTtl), options).then(
-        (owned) => {
-          if (owned) return;
-          clearInterval(timer);
-          this.emit(options, 'lease_lost', claim.handler, claim.key);
-          this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
-        },
-        (error) => this.logger.warn(`${claim.handler}: renewing ${claim.key} failed (${describe(error)})`),
-      );
-    }, Math.max(1, Math.floor(options.lockTtl / 3)));
+    const timer = setInterval(
+      () => {
+        this.call(
+          'extend',
+          this.store.extend(claim.key, claim.token, options.lockTtl),
+          options,
+        ).then(
+          (owned) => {
+            if (owned) return;
+            clearInterval(timer);
+            this.emit(options, 'lease_lost', claim.handler, claim.key);
+            this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
+          },
+          (error) =>
+            this.logger.warn(`${claim.handler}: renewing ${claim.key} failed (${describe(error)})`),
+        );
+      },
+      Math.max(1, Math.floor(options.lockTtl / 3)),
+    );
     timer.unref();
     return () => clearInterval(timer);
   }

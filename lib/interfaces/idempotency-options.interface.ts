@@ -92,8 +92,6 @@ export interface IdempotencyModuleExtras {
 }
 
 /** Route options with every default filled in. */
-export type ResolvedIdempotencyOptions = Required<
-  Omit<IdempotencyOptions, 'key' | 'scope'>
-> &
+export type ResolvedIdempotencyOptions = Required<Omit<IdempotencyOptions, 'key' | 'scope'>> &
   Pick<IdempotencyOptions, 'key' | 'scope'> &
   Pick<IdempotencyModuleOptions, 'onEvent'>;

@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { once } from 'node:events';
 import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from './idempotency.store';
 import { defineIdempotencyCommands, IdempotencyCommands } from './redis-scripts';
 
@@ -78,11 +79,14 @@ export class RedisIdempotencyStore extends IdempotencyStore {
 
   override async close(): Promise<void> {
     if (!this.options.ownsClient) return;
-    try {
-      await this.client.quit();
-    } catch {
-      // Already closed, or never connected: quit rejects, disconnect always works.
+    if (this.client.status !== 'ready') {
+      // Connecting, reconnecting or never connected: nothing to flush, just stop trying.
       this.client.disconnect();
+      return;
     }
+    // Resolve once the connection is really gone, not when QUIT is acknowledged.
+    const ended = once(this.client, 'end');
+    await this.client.quit().catch(() => this.client.disconnect());
+    await ended;
   }
 }

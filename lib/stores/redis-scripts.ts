@@ -22,7 +22,10 @@ type ScriptName = keyof typeof SCRIPTS;
 type Reply = number | Buffer | null | Reply[];
 
 /** The commands this package defines on an ioredis client. */
-export type IdempotencyCommands = Record<ScriptName, (...args: (string | Buffer | number)[]) => Promise<Reply>>;
+export type IdempotencyCommands = Record<
+  ScriptName,
+  (...args: (string | Buffer | number)[]) => Promise<Reply>
+>;
 
 const sources = new Map<string, string>();
 

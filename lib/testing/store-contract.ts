@@ -63,125 +63,173 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
       await (options.closeStore ? options.closeStore(store) : store.close());
     }, timeout);
 
-    it('claims a free key once; a second claim sees it in progress with the lease left', async () => {
-      const k = key();
-      assert.deepEqual(await claim(k, 'a', 'fp', 60_000), { status: 'claimed' });
-      const second = await claim(k, 'b', 'fp', 60_000);
-      assert.equal(second.status, 'in_progress');
-      assert.ok(second.status === 'in_progress' && second.retryAfterMs > 50_000);
-      assert.ok(second.status === 'in_progress' && second.retryAfterMs <= 60_000);
-    }, timeout);
+    it(
+      'claims a free key once; a second claim sees it in progress with the lease left',
+      async () => {
+        const k = key();
+        assert.deepEqual(await claim(k, 'a', 'fp', 60_000), { status: 'claimed' });
+        const second = await claim(k, 'b', 'fp', 60_000);
+        assert.equal(second.status, 'in_progress');
+        assert.ok(second.status === 'in_progress' && second.retryAfterMs > 50_000);
+        assert.ok(second.status === 'in_progress' && second.retryAfterMs <= 60_000);
+      },
+      timeout,
+    );
 
-    it('lets exactly one of many concurrent claims win', async () => {
-      const k = key();
-      const results = await Promise.all(
-        Array.from({ length: 50 }, (_, i) => claim(k, `t${i}`, 'fp', 60_000)),
-      );
-      assert.equal(results.filter((r) => r.status === 'claimed').length, 1);
-      assert.equal(results.filter((r) => r.status === 'in_progress').length, 49);
-    }, timeout);
+    it(
+      'lets exactly one of many concurrent claims win',
+      async () => {
+        const k = key();
+        const results = await Promise.all(
+          Array.from({ length: 50 }, (_, i) => claim(k, `t${i}`, 'fp', 60_000)),
+        );
+        assert.equal(results.filter((r) => r.status === 'claimed').length, 1);
+        assert.equal(results.filter((r) => r.status === 'in_progress').length, 49);
+      },
+      timeout,
+    );
 
-    it('stores the owner’s response byte for byte and returns it to later claims', async () => {
-      const k = key();
-      await claim(k, 'a');
-      const stored = response('hello', [0, 255, 10, 13]);
-      assert.equal(await store.complete(k, 'a', stored, 60_000), true);
-      const again = await claim(k, 'b');
-      assert.equal(again.status, 'completed');
-      if (again.status !== 'completed') return;
-      assert.equal(again.response.meta, stored.meta);
-      assert.ok(Buffer.from(again.response.body).equals(stored.body));
-    }, timeout);
-
-    it('keeps empty and 1 MiB bodies intact', async () => {
-      for (const body of [Buffer.alloc(0), Buffer.alloc(1024 * 1024, 7)]) {
+    it(
+      'stores the owner’s response byte for byte and returns it to later claims',
+      async () => {
         const k = key();
         await claim(k, 'a');
-        assert.equal(await store.complete(k, 'a', { meta: 'm', body }, 60_000), true);
+        const stored = response('hello', [0, 255, 10, 13]);
+        assert.equal(await store.complete(k, 'a', stored, 60_000), true);
         const again = await claim(k, 'b');
-        assert.ok(again.status === 'completed' && Buffer.from(again.response.body).equals(body));
-      }
-    }, timeout);
+        assert.equal(again.status, 'completed');
+        if (again.status !== 'completed') return;
+        assert.equal(again.response.meta, stored.meta);
+        assert.ok(Buffer.from(again.response.body).equals(stored.body));
+      },
+      timeout,
+    );
 
-    it('refuses completion, release and extension by a token that does not own the key', async () => {
-      const k = key();
-      await claim(k, 'owner', 'fp', 60_000);
-      assert.equal(await store.complete(k, 'intruder', response('x'), 60_000), false);
-      assert.equal(await store.release(k, 'intruder'), false);
-      assert.equal(await store.extend(k, 'intruder', 60_000), false);
-      assert.equal((await claim(k, 'other', 'fp', 60_000)).status, 'in_progress');
-      assert.equal(await store.complete(k, 'owner', response('mine'), 60_000), true);
-    }, timeout);
+    it(
+      'keeps empty and 1 MiB bodies intact',
+      async () => {
+        for (const body of [Buffer.alloc(0), Buffer.alloc(1024 * 1024, 7)]) {
+          const k = key();
+          await claim(k, 'a');
+          assert.equal(await store.complete(k, 'a', { meta: 'm', body }, 60_000), true);
+          const again = await claim(k, 'b');
+          assert.ok(again.status === 'completed' && Buffer.from(again.response.body).equals(body));
+        }
+      },
+      timeout,
+    );
 
-    it('frees a released key for the next claim, and only the owner can release', async () => {
-      const k = key();
-      await claim(k, 'a');
-      assert.equal(await store.release(k, 'a'), true);
-      assert.equal(await store.release(k, 'a'), false);
-      assert.deepEqual(await claim(k, 'b'), { status: 'claimed' });
-    }, timeout);
+    it(
+      'refuses completion, release and extension by a token that does not own the key',
+      async () => {
+        const k = key();
+        await claim(k, 'owner', 'fp', 60_000);
+        assert.equal(await store.complete(k, 'intruder', response('x'), 60_000), false);
+        assert.equal(await store.release(k, 'intruder'), false);
+        assert.equal(await store.extend(k, 'intruder', 60_000), false);
+        assert.equal((await claim(k, 'other', 'fp', 60_000)).status, 'in_progress');
+        assert.equal(await store.complete(k, 'owner', response('mine'), 60_000), true);
+      },
+      timeout,
+    );
 
-    it('never releases, extends or overwrites a completed record', async () => {
-      const k = key();
-      await claim(k, 'a');
-      await store.complete(k, 'a', response('first'), 60_000);
-      assert.equal(await store.release(k, 'a'), false);
-      assert.equal(await store.extend(k, 'a', 60_000), false);
-      assert.equal(await store.complete(k, 'a', response('second'), 60_000), false);
-      const again = await claim(k, 'b');
-      assert.ok(again.status === 'completed' && again.response.body.toString() === 'first');
-    }, timeout);
+    it(
+      'frees a released key for the next claim, and only the owner can release',
+      async () => {
+        const k = key();
+        await claim(k, 'a');
+        assert.equal(await store.release(k, 'a'), true);
+        assert.equal(await store.release(k, 'a'), false);
+        assert.deepEqual(await claim(k, 'b'), { status: 'claimed' });
+      },
+      timeout,
+    );
 
-    it('reports a fingerprint mismatch before in-progress and completed states', async () => {
-      const k = key();
-      await claim(k, 'a', 'one', 60_000);
-      assert.deepEqual(await claim(k, 'b', 'two'), { status: 'mismatch' });
-      assert.equal((await claim(k, 'b', '')).status, 'in_progress');
-      await store.complete(k, 'a', response('done'), 60_000);
-      assert.deepEqual(await claim(k, 'b', 'two'), { status: 'mismatch' });
-      assert.equal((await claim(k, 'b', 'one')).status, 'completed');
-      assert.equal((await claim(k, 'b', '')).status, 'completed');
-    }, timeout);
+    it(
+      'never releases, extends or overwrites a completed record',
+      async () => {
+        const k = key();
+        await claim(k, 'a');
+        await store.complete(k, 'a', response('first'), 60_000);
+        assert.equal(await store.release(k, 'a'), false);
+        assert.equal(await store.extend(k, 'a', 60_000), false);
+        assert.equal(await store.complete(k, 'a', response('second'), 60_000), false);
+        const again = await claim(k, 'b');
+        assert.ok(again.status === 'completed' && again.response.body.toString() === 'first');
+      },
+      timeout,
+    );
 
-    it('frees a key whose lease expired, and fences the old owner out', async () => {
-      const k = key();
-      await claim(k, 'zombie');
-      await options.advanceTime(lease + 100);
-      assert.deepEqual(await claim(k, 'heir', 'fp', 60_000), { status: 'claimed' });
-      assert.equal(await store.complete(k, 'zombie', response('late'), 60_000), false);
-      assert.equal(await store.release(k, 'zombie'), false);
-      assert.equal(await store.extend(k, 'zombie', 60_000), false);
-      assert.equal(await store.complete(k, 'heir', response('heir'), 60_000), true);
-      const again = await claim(k, 'c');
-      assert.ok(again.status === 'completed' && again.response.body.toString() === 'heir');
-    }, timeout);
+    it(
+      'reports a fingerprint mismatch before in-progress and completed states',
+      async () => {
+        const k = key();
+        await claim(k, 'a', 'one', 60_000);
+        assert.deepEqual(await claim(k, 'b', 'two'), { status: 'mismatch' });
+        assert.equal((await claim(k, 'b', '')).status, 'in_progress');
+        await store.complete(k, 'a', response('done'), 60_000);
+        assert.deepEqual(await claim(k, 'b', 'two'), { status: 'mismatch' });
+        assert.equal((await claim(k, 'b', 'one')).status, 'completed');
+        assert.equal((await claim(k, 'b', '')).status, 'completed');
+      },
+      timeout,
+    );
 
-    it('keeps a lease alive while its owner extends it', async () => {
-      const k = key();
-      await claim(k, 'a');
-      for (let i = 0; i < 3; i++) {
-        await options.advanceTime(Math.floor(lease / 2));
-        assert.equal(await store.extend(k, 'a', lease), true);
-      }
-      assert.equal((await claim(k, 'b')).status, 'in_progress');
-      assert.equal(await store.complete(k, 'a', response('ok'), 60_000), true);
-    }, timeout);
+    it(
+      'frees a key whose lease expired, and fences the old owner out',
+      async () => {
+        const k = key();
+        await claim(k, 'zombie');
+        await options.advanceTime(lease + 100);
+        assert.deepEqual(await claim(k, 'heir', 'fp', 60_000), { status: 'claimed' });
+        assert.equal(await store.complete(k, 'zombie', response('late'), 60_000), false);
+        assert.equal(await store.release(k, 'zombie'), false);
+        assert.equal(await store.extend(k, 'zombie', 60_000), false);
+        assert.equal(await store.complete(k, 'heir', response('heir'), 60_000), true);
+        const again = await claim(k, 'c');
+        assert.ok(again.status === 'completed' && again.response.body.toString() === 'heir');
+      },
+      timeout,
+    );
 
-    it('forgets a completed record after its ttl', async () => {
-      const k = key();
-      await claim(k, 'a');
-      await store.complete(k, 'a', response('short'), lease);
-      assert.equal((await claim(k, 'b')).status, 'completed');
-      await options.advanceTime(lease + 100);
-      assert.deepEqual(await claim(k, 'c'), { status: 'claimed' });
-    }, timeout);
+    it(
+      'keeps a lease alive while its owner extends it',
+      async () => {
+        const k = key();
+        await claim(k, 'a');
+        for (let i = 0; i < 3; i++) {
+          await options.advanceTime(Math.floor(lease / 2));
+          assert.equal(await store.extend(k, 'a', lease), true);
+        }
+        assert.equal((await claim(k, 'b')).status, 'in_progress');
+        assert.equal(await store.complete(k, 'a', response('ok'), 60_000), true);
+      },
+      timeout,
+    );
 
-    it('keeps keys independent', async () => {
-      const [k1, k2] = [key(), key()];
-      await claim(k1, 'a');
-      assert.deepEqual(await claim(k2, 'b'), { status: 'claimed' });
-      await store.complete(k1, 'a', response('one'), 60_000);
-      assert.equal((await claim(k2, 'c')).status, 'in_progress');
-    }, timeout);
+    it(
+      'forgets a completed record after its ttl',
+      async () => {
+        const k = key();
+        await claim(k, 'a');
+        await store.complete(k, 'a', response('short'), lease);
+        assert.equal((await claim(k, 'b')).status, 'completed');
+        await options.advanceTime(lease + 100);
+        assert.deepEqual(await claim(k, 'c'), { status: 'claimed' });
+      },
+      timeout,
+    );
+
+    it(
+      'keeps keys independent',
+      async () => {
+        const [k1, k2] = [key(), key()];
+        await claim(k1, 'a');
+        assert.deepEqual(await claim(k2, 'b'), { status: 'claimed' });
+        await store.complete(k1, 'a', response('one'), 60_000);
+        assert.equal((await claim(k2, 'c')).status, 'in_progress');
+      },
+      timeout,
+    );
   });
 }

@@ -56,7 +56,8 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
     fail(`keyPrefix must be a string, got ${typeof options.keyPrefix}`);
   }
   if (options.replayHeaders !== undefined) {
-    if (!Array.isArray(options.replayHeaders)) fail('replayHeaders must be an array of header names');
+    if (!Array.isArray(options.replayHeaders))
+      fail('replayHeaders must be an array of header names');
     for (const header of options.replayHeaders!) {
       if (typeof header !== 'string' || !HEADER_NAME.test(header)) {
         fail(`replayHeaders holds an invalid header name: ${JSON.stringify(header)}`);

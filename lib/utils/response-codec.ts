@@ -26,7 +26,11 @@ interface Meta {
 /** Why a value cannot be stored, or undefined when it can. */
 export function unreplayableReason(value: unknown): string | undefined {
   if (value instanceof StreamableFile) return 'a StreamableFile';
-  if (value !== null && typeof value === 'object' && typeof (value as { pipe?: unknown }).pipe === 'function') {
+  if (
+    value !== null &&
+    typeof value === 'object' &&
+    typeof (value as { pipe?: unknown }).pipe === 'function'
+  ) {
     return 'a stream';
   }
   return undefined;

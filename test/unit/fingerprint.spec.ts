@@ -16,7 +16,10 @@ describe('fingerprint', () => {
   it.each([
     [{ amount: 1 }, { amount: '1' }],
     [{ amount: 1 }, { amount: 2 }],
-    [[1, 2], [2, 1]],
+    [
+      [1, 2],
+      [2, 1],
+    ],
     [{ a: null }, { a: 'null' }],
     ['ab', Buffer.from('ab')],
     [{ ab: 'c' }, { a: 'bc' }],

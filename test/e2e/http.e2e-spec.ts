@@ -1,0 +1,329 @@
+import Redis from 'ioredis';
+import { IdempotencyModuleOptions, MemoryIdempotencyStore } from '../../lib';
+import {
+  deleteKeysUnder,
+  inspectionClient,
+  keysUnder,
+  testRedisUrl,
+  uniquePrefix,
+} from '../support/redis';
+import { PLATFORMS, Platform, post, startTestApp, TestApp } from '../support/test-app';
+
+type StoreKind = 'redis' | 'memory';
+const MATRIX: [Platform, StoreKind][] = PLATFORMS.flatMap(
+  (p) =>
+    [
+      [p, 'redis'],
+      [p, 'memory'],
+    ] as [Platform, StoreKind][],
+);
+
+let redis: Redis;
+beforeAll(() => {
+  redis = inspectionClient();
+});
+afterAll(async () => {
+  await redis.quit();
+});
+
+let seq = 0;
+const newKey = () => `key-${Date.now()}-${++seq}`;
+
+describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
+  const prefix = uniquePrefix(`http-${platform}-${storeKind}`);
+  let t: TestApp;
+
+  beforeAll(async () => {
+    const options: IdempotencyModuleOptions =
+      storeKind === 'redis'
+        ? { redis: testRedisUrl(), keyPrefix: prefix }
+        : { store: new MemoryIdempotencyStore(), keyPrefix: prefix };
+    t = await startTestApp(platform, options);
+  });
+  afterAll(async () => {
+    await t.close();
+    await deleteKeysUnder(redis, prefix);
+  });
+
+  describe('first request and replay', () => {
+    it('runs the handler once and replays status, allowlisted headers and JSON body byte for byte', async () => {
+      const key = newKey();
+      const body = { amount: 100, currency: 'EUR' };
+      const first = await post(t.url, '/payments', { key, body });
+      expect(first.status).toBe(201);
+      expect(first.headers.get('set-cookie')).toBe('session=secret');
+      expect(first.headers.get('idempotent-replayed')).toBeNull();
+
+      const replay = await post(t.url, '/payments', {
+        key,
+        body: { currency: 'EUR', amount: 100 },
+      });
+      expect(replay.status).toBe(201);
+      expect(replay.bytes.equals(first.bytes)).toBe(true);
+      expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
+      expect(replay.headers.get('location')).toBe('/payments/42');
+      expect(replay.headers.get('etag')).toBe('"v1"');
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(t.executions.count('create')).toBe(1);
+    });
+
+    it('never replays Set-Cookie or headers outside the allowlist', async () => {
+      const key = newKey();
+      await post(t.url, '/payments', { key, body: { amount: 1 } });
+      const replay = await post(t.url, '/payments', { key, body: { amount: 1 } });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.headers.get('set-cookie')).toBeNull();
+      expect(replay.headers.get('x-not-replayed')).toBeNull();
+      expect(replay.headers.get('cache-control')).toBe('no-store');
+      if (storeKind === 'redis') {
+        const [recordKey] = t.executions
+          .ofType('completed')
+          .slice(-1)
+          .map((e) => e.key!);
+        const record = await redis.hgetall(recordKey);
+        expect(record.m).not.toMatch(/set-cookie|secret|x-not-replayed/i);
+        expect(record.m).toContain('location');
+      }
+    });
+
+    it('replays string bodies byte for byte', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments/text', { key });
+      const replay = await post(t.url, '/payments/text', { key });
+      expect(first.status).toBe(201);
+      expect(replay.text).toBe('plain text #1');
+      expect(replay.bytes.equals(first.bytes)).toBe(true);
+      expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    });
+
+    it('replays Buffer bodies byte for byte', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments/binary', { key });
+      const replay = await post(t.url, '/payments/binary', { key });
+      // Nest sends a Buffer raw on Fastify and as JSON on Express; either way a replay matches.
+      if (platform === 'fastify') expect([...first.bytes]).toEqual([0, 1, 2, 255, 254, 1]);
+      expect(replay.bytes.equals(first.bytes)).toBe(true);
+      expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
+      expect(t.executions.count('binary')).toBe(1);
+    });
+
+    it('replays an empty 204', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments/empty', { key });
+      const replay = await post(t.url, '/payments/empty', { key });
+      expect(first.status).toBe(204);
+      expect(replay.status).toBe(204);
+      expect(replay.bytes.length).toBe(0);
+      expect(t.executions.count('empty')).toBe(1);
+    });
+
+    it('treats the sf-string form "abc" as the key abc', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments', { key, body: { amount: 7 } });
+      const replay = await post(t.url, '/payments', { key: `"${key}"`, body: { amount: 7 } });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.bytes.equals(first.bytes)).toBe(true);
+    });
+  });
+
+  describe('concurrent duplicates', () => {
+    it('answers 409 with Retry-After from the lease and a JSON error while the first runs', async () => {
+      const key = newKey();
+      const started = t.executions.nextStarted();
+      const first = post(t.url, '/payments/slow', { key, body: {} });
+      const release = await started;
+      const duplicate = await post(t.url, '/payments/slow', { key, body: {} });
+      expect(duplicate.status).toBe(409);
+      const retryAfter = Number(duplicate.headers.get('retry-after'));
+      expect(retryAfter).toBeGreaterThanOrEqual(29);
+      expect(retryAfter).toBeLessThanOrEqual(30);
+      expect(duplicate.json()).toEqual({
+        statusCode: 409,
+        error: 'Conflict',
+        code: 'IDEMPOTENCY_IN_PROGRESS',
+        message: expect.stringContaining('still being processed'),
+      });
+      release();
+      expect((await first).status).toBe(201);
+      const replay = await post(t.url, '/payments/slow', { key, body: {} });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.json()).toEqual({ run: 1 });
+      expect(t.executions.count('slow')).toBe(1);
+    });
+  });
+
+  describe('payload mismatch', () => {
+    it('answers 422 when the key comes back with another body', async () => {
+      const key = newKey();
+      await post(t.url, '/payments', { key, body: { amount: 1 } });
+      const other = await post(t.url, '/payments', { key, body: { amount: 2 } });
+      expect(other.status).toBe(422);
+      expect(other.json()).toMatchObject({ code: 'IDEMPOTENCY_KEY_REUSED', statusCode: 422 });
+      expect(t.executions.count('create')).toBeGreaterThan(0);
+    });
+
+    it('answers 422 for the same key on another URL of the same handler', async () => {
+      const key = newKey();
+      await post(t.url, '/payments?ref=a', { key, body: { amount: 1 } });
+      expect((await post(t.url, '/payments?ref=b', { key, body: { amount: 1 } })).status).toBe(422);
+    });
+
+    it('answers 422 rather than 409 while the first is still running', async () => {
+      const key = newKey();
+      const started = t.executions.nextStarted();
+      const first = post(t.url, '/payments/slow', { key, body: { hold: true, v: 1 } });
+      const release = await started;
+      const other = await post(t.url, '/payments/slow', { key, body: { hold: true, v: 2 } });
+      expect(other.status).toBe(422);
+      release();
+      expect((await first).status).toBe(201);
+    });
+
+    it('skips the check with fingerprint: false', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments/no-fingerprint', { key, body: { a: 1 } });
+      const replay = await post(t.url, '/payments/no-fingerprint', { key, body: { a: 2 } });
+      expect(replay.status).toBe(201);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.bytes.equals(first.bytes)).toBe(true);
+    });
+  });
+
+  describe('missing and invalid keys', () => {
+    it('passes requests without a key through, unprotected', async () => {
+      const before = t.executions.count('create');
+      await post(t.url, '/payments', { body: { amount: 1 } });
+      await post(t.url, '/payments', { body: { amount: 1 } });
+      expect(t.executions.count('create')).toBe(before + 2);
+    });
+
+    it('answers 400 without a key when required, and runs nothing', async () => {
+      const missing = await post(t.url, '/payments/required');
+      expect(missing.status).toBe(400);
+      expect(missing.json()).toMatchObject({ code: 'IDEMPOTENCY_KEY_MISSING' });
+      expect(t.executions.count('required')).toBe(0);
+      expect((await post(t.url, '/payments/required', { key: newKey() })).status).toBe(201);
+    });
+
+    it.each([
+      ['empty', ''],
+      ['256 characters', 'k'.repeat(256)],
+      ['a tab (control character)', 'ab\tcd'],
+      ['a non-ASCII byte', 'caf\u00e9'],
+      ['an empty sf-string', '""'],
+    ])('answers 400 to a key with %s and stores nothing', async (_, key) => {
+      const before = storeKind === 'redis' ? (await keysUnder(redis, prefix)).length : 0;
+      const response = await post(t.url, '/payments', { key, body: { amount: 1 } });
+      expect(response.status).toBe(400);
+      expect(response.json()).toMatchObject({ code: 'IDEMPOTENCY_KEY_INVALID' });
+      if (storeKind === 'redis') expect((await keysUnder(redis, prefix)).length).toBe(before);
+    });
+
+    it('answers 400 to a repeated Idempotency-Key header', async () => {
+      const { request } = await import('node:http');
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = request(`${t.url}/payments`, {
+          method: 'POST',
+          headers: [
+            ['Idempotency-Key', 'one'],
+            ['Idempotency-Key', 'two'],
+          ].flat() as unknown as Record<string, string>,
+        });
+        req.on('response', (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      expect(status).toBe(400);
+    });
+  });
+
+  describe('handler errors', () => {
+    it('releases the claim and passes HttpExceptions and other errors through unchanged', async () => {
+      const key = newKey();
+      const declined = await post(t.url, '/payments/fail', { key });
+      expect(declined.status).toBe(402);
+      expect(declined.json()).toEqual({ reason: 'card declined', attempt: 1 });
+      const crashed = await post(t.url, '/payments/fail', { key });
+      expect(crashed.status).toBe(500);
+      expect(crashed.json()).toEqual({ statusCode: 500, message: 'Internal server error' });
+      const succeeded = await post(t.url, '/payments/fail', { key });
+      expect(succeeded.status).toBe(201);
+      expect(succeeded.json()).toEqual({ run: 3 });
+      expect(t.executions.count('fail')).toBe(3);
+      expect(t.executions.ofType('released').length).toBeGreaterThanOrEqual(2);
+    });
+
+    it('releases the claim when the ValidationPipe rejects the body', async () => {
+      const key = newKey();
+      const invalid = await post(t.url, '/payments/validated', { key, body: { amount: -1 } });
+      expect(invalid.status).toBe(400);
+      expect(invalid.json()).toMatchObject({ statusCode: 400, message: expect.any(Array) });
+      const again = await post(t.url, '/payments/validated', { key, body: { amount: -1 } });
+      expect(again.status).toBe(400);
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      const valid = await post(t.url, '/payments/validated', {
+        key: newKey(),
+        body: { amount: 5, currency: 'EUR' },
+      });
+      expect(valid.status).toBe(201);
+      expect(t.executions.count('validated')).toBe(1);
+    });
+  });
+
+  describe('responses that cannot be replayed', () => {
+    it.each([
+      ['a StreamableFile', '/payments/file', 'file'],
+      ['a @Res() handler', '/payments/raw', 'raw'],
+      ['a body over maxResponseBytes', '/payments/big', 'big'],
+    ])('sends %s, stores nothing and frees the key', async (_, path, name) => {
+      const key = newKey();
+      const first = await post(t.url, path, { key });
+      expect(first.status).toBeLessThan(300);
+      const second = await post(t.url, path, { key });
+      expect(second.status).toBeLessThan(300);
+      expect(second.headers.get('idempotent-replayed')).toBeNull();
+      expect(t.executions.count(name)).toBe(2);
+      expect(t.executions.ofType('not_replayable').length).toBeGreaterThan(0);
+    });
+  });
+
+  describe('scopes', () => {
+    it('keeps one key used on two endpoints apart', async () => {
+      const key = newKey();
+      const order = await post(t.url, '/orders', { key });
+      const draft = await post(t.url, '/orders/draft', { key });
+      expect(order.json()).toEqual({ order: 1 });
+      expect(draft.json()).toEqual({ draft: 1 });
+      expect(draft.headers.get('idempotent-replayed')).toBeNull();
+    });
+
+    it('applies class options, with method options winning', async () => {
+      expect((await post(t.url, '/orders')).status).toBe(400);
+      expect((await post(t.url, '/orders/draft')).status).toBe(201);
+    });
+
+    it('never shows one tenant the response stored for another', async () => {
+      const key = newKey();
+      const a = await post(t.url, '/payments/tenant', { key, headers: { 'x-tenant': 'a' } });
+      const b = await post(t.url, '/payments/tenant', { key, headers: { 'x-tenant': 'b' } });
+      expect(a.json()).toMatchObject({ tenant: 'a' });
+      expect(b.json()).toMatchObject({ tenant: 'b' });
+      expect(b.headers.get('idempotent-replayed')).toBeNull();
+      const againA = await post(t.url, '/payments/tenant', { key, headers: { 'x-tenant': 'a' } });
+      expect(againA.bytes.equals(a.bytes)).toBe(true);
+      expect(againA.headers.get('idempotent-replayed')).toBe('true');
+    });
+
+    it('leaves routes without @Idempotent() untouched', async () => {
+      const key = newKey();
+      await post(t.url, '/payments/plain', { key });
+      const again = await post(t.url, '/payments/plain', { key });
+      expect(again.json()).toEqual({ run: 2 });
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+    });
+  });
+});

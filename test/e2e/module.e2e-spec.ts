@@ -1,0 +1,168 @@
+import { Controller, Injectable, Module, Post } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import Redis from 'ioredis';
+import {
+  Idempotent,
+  IdempotencyInterceptor,
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+  IdempotencyStore,
+  MemoryIdempotencyStore,
+  RedisIdempotencyStore,
+} from '../../lib';
+import { testRedisUrl, uniquePrefix } from '../support/redis';
+import { post } from '../support/test-app';
+
+let runs = 0;
+
+@Controller('things')
+class ThingsController {
+  @Post()
+  @Idempotent()
+  create() {
+    return { run: ++runs };
+  }
+}
+
+async function boot(idempotency: ReturnType<typeof IdempotencyModule.forRoot>) {
+  @Module({ imports: [idempotency], controllers: [ThingsController] })
+  class AppModule {}
+  const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
+  await app.listen(0, '127.0.0.1');
+  return { app, url: (await app.getUrl()).replace('[::1]', '127.0.0.1') };
+}
+
+@Injectable()
+class ConfigService {
+  readonly url = testRedisUrl();
+}
+
+@Module({ providers: [ConfigService], exports: [ConfigService] })
+class ConfigModule {}
+
+@Injectable()
+class IdempotencyConfig {
+  createIdempotencyOptions(): IdempotencyModuleOptions {
+    return { store: new MemoryIdempotencyStore(), keyPrefix: 'use-class:' };
+  }
+}
+
+describe('IdempotencyModule', () => {
+  it.each([
+    [
+      'useFactory with inject',
+      () =>
+        IdempotencyModule.forRootAsync({
+          imports: [ConfigModule],
+          inject: [ConfigService],
+          useFactory: (config: ConfigService) => ({
+            redis: config.url,
+            keyPrefix: uniquePrefix('factory'),
+          }),
+        }),
+    ],
+    ['useClass', () => IdempotencyModule.forRootAsync({ useClass: IdempotencyConfig })],
+    [
+      'useExisting',
+      () =>
+        IdempotencyModule.forRootAsync({
+          imports: [
+            {
+              module: class ExistingModule {},
+              providers: [IdempotencyConfig],
+              exports: [IdempotencyConfig],
+            },
+          ],
+          useExisting: IdempotencyConfig,
+        }),
+    ],
+  ])('boots with forRootAsync(%s) and protects routes', async (_, make) => {
+    const { app, url } = await boot(make());
+    try {
+      const key = `async-${Math.random()}`;
+      const first = await post(url, '/things', { key });
+      const replay = await post(url, '/things', { key });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.text).toBe(first.text);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it.each([
+    [{ lockTtl: 0 }, 'lockTtl must be a positive whole number, got 0'],
+    [{ ttl: -5 }, 'ttl must be a positive whole number, got -5'],
+    [{ storeTimeout: 1.5 }, 'storeTimeout must be a positive whole number'],
+    [{ headerName: 'Bad Header' }, 'headerName must be a valid HTTP header name'],
+    [{ replayHeaders: ['Set-Cookie'] }, 'Set-Cookie can never be stored or replayed'],
+    [{ required: 'yes' }, 'required must be a boolean'],
+  ])('refuses invalid options %j at bootstrap with a clear error', async (options, message) => {
+    await expect(
+      boot(IdempotencyModule.forRoot(options as unknown as IdempotencyModuleOptions)),
+    ).rejects.toThrow(`IdempotencyModule: ${message}`);
+  });
+
+  it('refuses invalid @Idempotent() options when the class is defined', () => {
+    expect(() => {
+      class Bad {
+        @Idempotent({ lockTtl: -1 })
+        handler() {}
+      }
+      return Bad;
+    }).toThrow('@Idempotent(): lockTtl must be a positive whole number, got -1');
+  });
+
+  it('uses the in-memory store when neither redis nor store is given', async () => {
+    const { app } = await boot(IdempotencyModule.forRoot({}));
+    try {
+      expect(app.get(IdempotencyStore)).toBeInstanceOf(MemoryIdempotencyStore);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('closes a client it created, and never one it was given', async () => {
+    const created = await boot(IdempotencyModule.forRoot({ redis: testRedisUrl() }));
+    const store = created.app.get(IdempotencyStore) as RedisIdempotencyStore;
+    expect(store.client.status).toBe('ready');
+    await created.app.close();
+    expect(store.client.status).toBe('end');
+
+    const own = new Redis(testRedisUrl());
+    const given = await boot(IdempotencyModule.forRoot({ redis: own }));
+    await given.app.close();
+    expect(own.status).toBe('ready');
+    expect(await own.ping()).toBe('PONG');
+    await own.quit();
+  });
+
+  it('registers no global interceptor with globalInterceptor: false, so a subclass can be used', async () => {
+    const seen: string[] = [];
+    @Injectable()
+    class AuditedInterceptor extends IdempotencyInterceptor {
+      protected override getScope(...args: Parameters<IdempotencyInterceptor['getScope']>) {
+        seen.push(args[1]);
+        return super.getScope(...args);
+      }
+    }
+    const { APP_INTERCEPTOR } = await import('@nestjs/core');
+    @Module({
+      imports: [IdempotencyModule.forRoot({ globalInterceptor: false })],
+      controllers: [ThingsController],
+      providers: [{ provide: APP_INTERCEPTOR, useClass: AuditedInterceptor }],
+    })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
+    await app.listen(0, '127.0.0.1');
+    try {
+      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      await post(url, '/things', { key: 'subclass' });
+      const replay = await post(url, '/things', { key: 'subclass' });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      // Exactly one interceptor ran per request: the subclass.
+      expect(seen).toEqual(['ThingsController.create', 'ThingsController.create']);
+    } finally {
+      await app.close();
+    }
+  });
+});

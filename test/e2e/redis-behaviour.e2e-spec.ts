@@ -1,0 +1,334 @@
+import { once } from 'node:events';
+import Redis from 'ioredis';
+import { IdempotencyEvent, IdempotencyStore, RedisIdempotencyStore } from '../../lib';
+import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import {
+  findFreePort,
+  RedisClusterProcesses,
+  RedisProcess,
+  startRedisCluster,
+  startRedisServer,
+} from '../support/redis-server';
+import { PLATFORMS, post, startTestApp, TestApp } from '../support/test-app';
+
+/** Calls per command since the last CONFIG RESETSTAT, from INFO commandstats. */
+async function commandCalls(client: Redis): Promise<Record<string, number>> {
+  const info = await client.info('commandstats');
+  const calls: Record<string, number> = {};
+  for (const match of info.matchAll(/^cmdstat_([^:]+):calls=(\d+)/gm))
+    calls[match[1]] = Number(match[2]);
+  return calls;
+}
+
+/** Commands the scripts run inside Redis: commandstats counts them, but they are no round trips. */
+const INSIDE_SCRIPTS = ['hmget', 'hset', 'pexpire', 'pttl', 'del'];
+
+/** Round trips the app made: every command sent, but the inspection client's INFO / CONFIG. */
+async function roundTrips(
+  client: Redis,
+  action: () => Promise<unknown>,
+): Promise<Record<string, number>> {
+  await client.config('RESETSTAT');
+  await action();
+  const calls = await commandCalls(client);
+  for (const name of Object.keys(calls)) {
+    if (/^(info|config)/.test(name) || INSIDE_SCRIPTS.includes(name)) delete calls[name];
+  }
+  return calls;
+}
+
+let seq = 0;
+const newKey = () => `redis-${Date.now()}-${++seq}`;
+
+describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
+  describe('on a private redis-server', () => {
+    let server: RedisProcess;
+    let client: Redis;
+    let t: TestApp;
+
+    beforeAll(async () => {
+      server = await startRedisServer();
+      client = new Redis(server.url);
+      t = await startTestApp(platform, { redis: server.url });
+      await post(t.url, '/payments', { key: 'warm-up', body: {} }); // loads the scripts
+    });
+    afterAll(async () => {
+      await t.close();
+      client.disconnect();
+      await server.stop();
+    });
+
+    it('claims and completes in 2 round trips (EVALSHA), replays and conflicts in 1', async () => {
+      const key = newKey();
+      expect(
+        await roundTrips(client, () => post(t.url, '/payments', { key, body: { a: 1 } })),
+      ).toEqual({
+        evalsha: 2,
+      });
+      expect(
+        await roundTrips(client, () => post(t.url, '/payments', { key, body: { a: 1 } })),
+      ).toEqual({
+        evalsha: 1,
+      });
+      expect(
+        await roundTrips(client, () => post(t.url, '/payments', { key, body: { a: 2 } })),
+      ).toEqual({
+        evalsha: 1,
+      });
+      const started = t.executions.nextStarted();
+      const slow = post(t.url, '/payments/slow', { key, body: {} });
+      const release = await started;
+      expect(
+        await roundTrips(client, async () => {
+          expect((await post(t.url, '/payments/slow', { key, body: {} })).status).toBe(409);
+        }),
+      ).toEqual({ evalsha: 1 });
+      release();
+      await slow;
+    });
+
+    it('survives SCRIPT FLUSH: scripts reload transparently', async () => {
+      await client.script('FLUSH');
+      const key = newKey();
+      expect((await post(t.url, '/payments', { key, body: {} })).status).toBe(201);
+      const replay = await post(t.url, '/payments', { key, body: {} });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    });
+
+    it('stores one hash per record, under a hashed key with a TTL', async () => {
+      const key = newKey();
+      await post(t.url, '/payments', { key, body: { amount: 3 } });
+      const [record] = t.executions.ofType('completed').slice(-1);
+      expect(record.key).toMatch(/^idempotency:\{[A-Za-z0-9_-]{43}\}$/);
+      expect(record.key).not.toContain(key);
+      expect(await client.type(record.key!)).toBe('hash');
+      const ttl = await client.pttl(record.key!);
+      expect(ttl).toBeGreaterThan(86_000_000);
+      expect(ttl).toBeLessThanOrEqual(86_400_000);
+      expect(Object.keys(await client.hgetall(record.key!)).sort()).toEqual([
+        'b',
+        'f',
+        'm',
+        'o',
+        's',
+      ]);
+    });
+
+    it('answers with the handler’s response and reports completion_failed when Redis dies mid-request', async () => {
+      const key = newKey();
+      const started = t.executions.nextStarted();
+      const pending = post(t.url, '/payments/slow', { key, body: { hold: true } });
+      const release = await started;
+      client.disconnect();
+      await server.stop();
+      release();
+      const response = await pending;
+      expect(response.status).toBe(201);
+      expect(response.json()).toEqual({ run: expect.any(Number) });
+      expect(t.executions.ofType('completion_failed')).toHaveLength(1);
+      // The app keeps serving: keyed requests fail closed, unkeyed ones run.
+      expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(503);
+      expect((await post(t.url, '/payments', { body: {} })).status).toBe(201);
+    });
+  });
+
+  describe('on the shared Redis', () => {
+    const prefix = uniquePrefix(`redis-${platform}`);
+    let t: TestApp;
+    let inspect: Redis;
+
+    beforeAll(async () => {
+      inspect = inspectionClient();
+      t = await startTestApp(platform, { redis: testRedisUrl(), keyPrefix: prefix });
+    });
+    afterAll(async () => {
+      await t.close();
+      await deleteKeysUnder(inspect, prefix);
+      await inspect.quit();
+    });
+
+    it('renews the lease while a handler outlives lockTtl (heartbeat)', async () => {
+      const key = newKey();
+      const started = t.executions.nextStarted();
+      const first = post(t.url, '/payments/short-lease', { key });
+      const release = await started;
+      const [claimed] = t.executions.ofType('claimed').slice(-1);
+      // Let three leases' worth of time pass: without the heartbeat the key would be free.
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      expect(await inspect.hget(claimed.key!, 's')).toBe('p');
+      expect(await inspect.pttl(claimed.key!)).toBeLessThanOrEqual(300);
+      expect((await post(t.url, '/payments/short-lease', { key })).status).toBe(409);
+      release();
+      expect((await first).status).toBe(201);
+      expect(t.executions.ofType('lease_lost')).toHaveLength(0);
+      expect(t.executions.count('short-lease')).toBe(1);
+    });
+
+    it('fences a handler that lost its lease: the request that took over keeps its stored result', async () => {
+      const key = newKey();
+      const started = t.executions.nextStarted();
+      const zombie = post(t.url, '/payments/slow', { key, body: { hold: true } });
+      const releaseZombie = await started;
+      const [claimed] = t.executions.ofType('claimed').slice(-1);
+      // The lease ends while the zombie still runs (as after a long GC pause or a network split).
+      await inspect.del(claimed.key!);
+
+      const heirStarted = t.executions.nextStarted();
+      const heir = post(t.url, '/payments/slow', { key, body: { hold: true } });
+      (await heirStarted)();
+      const heirResponse = await heir;
+      expect(heirResponse.status).toBe(201);
+
+      releaseZombie();
+      const zombieResponse = await zombie;
+      expect(zombieResponse.status).toBe(201); // the client still gets what its handler did
+      expect(zombieResponse.text).not.toBe(heirResponse.text);
+      expect(t.executions.ofType('fenced').map((e: IdempotencyEvent) => e.key)).toContain(
+        claimed.key,
+      );
+
+      const replay = await post(t.url, '/payments/slow', { key, body: { hold: true } });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.text).toBe(heirResponse.text);
+    });
+
+    it('runs exactly once under 200 concurrent same-key requests spread over two app instances', async () => {
+      const other = await startTestApp(platform === 'express' ? 'fastify' : 'express', {
+        redis: testRedisUrl(),
+        keyPrefix: prefix,
+      });
+      try {
+        const key = newKey();
+        const body = { amount: 5, currency: 'EUR' };
+        const responses = await Promise.all(
+          Array.from({ length: 200 }, (_, i) =>
+            post(i % 2 ? other.url : t.url, '/payments/validated', { key, body }),
+          ),
+        );
+        const executions = t.executions.count('validated') + other.executions.count('validated');
+        expect(executions).toBe(1);
+        const created = responses.filter((r) => r.status === 201);
+        const conflicts = responses.filter((r) => r.status === 409);
+        expect(created.length + conflicts.length).toBe(200);
+        const fresh = created.filter((r) => r.headers.get('idempotent-replayed') !== 'true');
+        expect(fresh).toHaveLength(1);
+        for (const replay of created) expect(replay.text).toBe(fresh[0].text);
+      } finally {
+        await other.close();
+      }
+    });
+  });
+
+  describe('on a 3-master Redis Cluster the module connects to itself', () => {
+    let cluster: RedisClusterProcesses;
+    let t: TestApp;
+
+    beforeAll(async () => {
+      cluster = await startRedisCluster({ masters: 3 });
+      t = await startTestApp(platform, { redis: { clusterNodes: cluster.nodes } });
+    }, 60_000);
+    afterAll(async () => {
+      await t?.close();
+      await cluster?.stop();
+    });
+
+    it('claims, replays and conflicts across slots, exactly once per key', async () => {
+      const keys = Array.from({ length: 20 }, () => newKey());
+      for (const key of keys) {
+        const first = await post(t.url, '/payments', { key, body: { key } });
+        const replay = await post(t.url, '/payments', { key, body: { key } });
+        expect(first.status).toBe(201);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(replay.bytes.equals(first.bytes)).toBe(true);
+      }
+      expect(t.executions.count('create')).toBe(20);
+      const key = newKey();
+      const responses = await Promise.all(
+        Array.from({ length: 50 }, () =>
+          post(t.url, '/payments/validated', { key, body: { amount: 1, currency: 'EUR' } }),
+        ),
+      );
+      expect(t.executions.count('validated')).toBe(1);
+      expect(responses.every((r) => r.status === 201 || r.status === 409)).toBe(true);
+    });
+  });
+
+  describe('when Redis is unreachable or hangs', () => {
+    it('boots, answers keyed requests 503 with Retry-After without running them, and serves the rest', async () => {
+      const port = await findFreePort(); // nothing listens there
+      const t = await startTestApp(platform, {
+        redis: `redis://127.0.0.1:${port}`,
+        storeTimeout: 300,
+      });
+      try {
+        const response = await post(t.url, '/payments', { key: newKey(), body: {} });
+        expect(response.status).toBe(503);
+        expect(response.headers.get('retry-after')).toBe('1');
+        expect(response.json()).toMatchObject({ code: 'IDEMPOTENCY_STORE_UNAVAILABLE' });
+        expect(t.executions.count('create')).toBe(0);
+        expect(t.executions.ofType('store_error')).toHaveLength(1);
+        expect((await post(t.url, '/payments', { body: {} })).status).toBe(201);
+        expect((await post(t.url, '/payments/plain', { key: newKey() })).status).toBe(201);
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('runs the handler unprotected with failOpen: true', async () => {
+      const port = await findFreePort();
+      const t = await startTestApp(platform, {
+        redis: `redis://127.0.0.1:${port}`,
+        storeTimeout: 300,
+        failOpen: true,
+      });
+      try {
+        const response = await post(t.url, '/payments', { key: newKey(), body: {} });
+        expect(response.status).toBe(201);
+        expect(t.executions.count('create')).toBe(1);
+        expect(t.executions.ofType('store_error')).toHaveLength(1);
+      } finally {
+        await t.close();
+      }
+    });
+
+    it('turns a Redis that stops answering into a quick 503, and recovers when it resumes', async () => {
+      const server = await startRedisServer();
+      const t = await startTestApp(platform, { redis: server.url, storeTimeout: 300 });
+      try {
+        expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(201);
+        process.kill(server.pid, 'SIGSTOP'); // the connection stays open, nothing answers
+        const started = Date.now();
+        const response = await post(t.url, '/payments', { key: newKey(), body: {} });
+        expect(response.status).toBe(503);
+        expect(Date.now() - started).toBeLessThan(2_000);
+        expect(t.executions.count('create')).toBe(1);
+        process.kill(server.pid, 'SIGCONT');
+        expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(201);
+      } finally {
+        process.kill(server.pid, 'SIGCONT');
+        await t.close();
+        await server.stop();
+      }
+    });
+
+    it('recovers once Redis comes back', async () => {
+      const port = await findFreePort();
+      const t = await startTestApp(platform, {
+        redis: `redis://127.0.0.1:${port}`,
+        storeTimeout: 300,
+      });
+      let server: RedisProcess | undefined;
+      try {
+        expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(503);
+        const client = (t.app.get(IdempotencyStore) as RedisIdempotencyStore).client;
+        const ready = once(client, 'ready');
+        server = await startRedisServer({ port });
+        await ready; // ioredis reconnects on its own, with backoff
+        expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(201);
+      } finally {
+        await t.close();
+        await server?.stop();
+      }
+    });
+  });
+});

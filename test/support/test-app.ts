@@ -1,0 +1,290 @@
+import {
+  Body,
+  Controller,
+  DynamicModule,
+  Get,
+  Header,
+  HttpCode,
+  HttpException,
+  Injectable,
+  INestApplication,
+  Module,
+  Post,
+  Req,
+  Res,
+  StreamableFile,
+  ValidationPipe,
+} from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { IsInt, IsPositive, IsString } from 'class-validator';
+import { Readable } from 'node:stream';
+import {
+  Idempotent,
+  IdempotencyEvent,
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+} from '../../lib';
+
+export type Platform = 'express' | 'fastify';
+export const PLATFORMS: Platform[] = ['express', 'fastify'];
+
+/** A promise with its resolve function, to let a test hold a handler open and release it. */
+export function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => void } {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/**
+ * The side channel the tests count handler executions through (never the module itself), and the
+ * gates that hold a slow handler open until the test lets it finish.
+ */
+@Injectable()
+export class Executions {
+  readonly counts = new Map<string, number>();
+  readonly events: IdempotencyEvent[] = [];
+  /** Release functions of held handlers that no test has taken yet, and tests waiting for one. */
+  private held: (() => void)[] = [];
+  private waiters: ((release: () => void) => void)[] = [];
+
+  count(name: string): number {
+    return this.counts.get(name) ?? 0;
+  }
+
+  hit(name: string): number {
+    const n = this.count(name) + 1;
+    this.counts.set(name, n);
+    return n;
+  }
+
+  /** Called by a slow handler: announces it started, then waits until the test releases it. */
+  async hold(): Promise<void> {
+    const gate = deferred();
+    const waiter = this.waiters.shift();
+    if (waiter) waiter(gate.resolve);
+    else this.held.push(gate.resolve);
+    await gate.promise;
+  }
+
+  /** Resolves when the next slow handler has started, with the function that lets it finish. */
+  nextStarted(): Promise<() => void> {
+    const release = this.held.shift();
+    if (release) return Promise.resolve(release);
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  ofType(type: IdempotencyEvent['type']): IdempotencyEvent[] {
+    return this.events.filter((event) => event.type === type);
+  }
+}
+
+export class CreatePaymentDto {
+  @IsInt()
+  @IsPositive()
+  amount!: number;
+
+  @IsString()
+  currency!: string;
+}
+
+@Controller('payments')
+export class PaymentsController {
+  constructor(private readonly executions: Executions) {}
+
+  @Post()
+  @Idempotent()
+  @Header('Location', '/payments/42')
+  @Header('ETag', '"v1"')
+  create(
+    @Body() body: Record<string, unknown>,
+    @Res({ passthrough: true }) res: { header(name: string, value: string): unknown },
+  ) {
+    const n = this.executions.hit('create');
+    res.header('Set-Cookie', 'session=secret');
+    res.header('X-Not-Replayed', 'yes');
+    res.header('Cache-Control', 'no-store');
+    return { id: n, ...body, nested: { b: 2, a: [1, 'two', null] }, unicode: 'héllo ✓' };
+  }
+
+  @Post('validated')
+  @Idempotent()
+  validated(@Body() dto: CreatePaymentDto) {
+    return { id: this.executions.hit('validated'), ...dto };
+  }
+
+  @Post('text')
+  @Idempotent()
+  text() {
+    return `plain text #${this.executions.hit('text')}`;
+  }
+
+  @Post('binary')
+  @Idempotent()
+  @Header('Content-Type', 'application/octet-stream')
+  binary() {
+    return Buffer.from([0, 1, 2, 255, 254, this.executions.hit('binary')]);
+  }
+
+  @Post('empty')
+  @Idempotent()
+  @HttpCode(204)
+  empty() {
+    this.executions.hit('empty');
+  }
+
+  @Post('slow')
+  @Idempotent()
+  async slow(@Body() body: Record<string, unknown>) {
+    const n = this.executions.hit('slow');
+    if (n === 1 || body.hold) await this.executions.hold();
+    return { run: n };
+  }
+
+  @Post('short-lease')
+  @Idempotent({ lockTtl: 300 })
+  async shortLease() {
+    const n = this.executions.hit('short-lease');
+    await this.executions.hold();
+    return { run: n };
+  }
+
+  @Post('fail')
+  @Idempotent()
+  fail() {
+    const n = this.executions.hit('fail');
+    if (n === 1) throw new HttpException({ reason: 'card declined', attempt: n }, 402);
+    if (n === 2) throw new Error('boom');
+    return { run: n };
+  }
+
+  @Post('required')
+  @Idempotent({ required: true })
+  required() {
+    return { run: this.executions.hit('required') };
+  }
+
+  @Post('no-fingerprint')
+  @Idempotent({ fingerprint: false })
+  noFingerprint() {
+    return { run: this.executions.hit('no-fingerprint') };
+  }
+
+  @Post('file')
+  @Idempotent()
+  file() {
+    this.executions.hit('file');
+    return new StreamableFile(Readable.from([Buffer.from('file body')]));
+  }
+
+  @Post('raw')
+  @Idempotent()
+  raw(@Res() res: { status(code: number): { send(body: string): void } }) {
+    this.executions.hit('raw');
+    res.status(200).send('raw body');
+  }
+
+  @Post('big')
+  @Idempotent({ maxResponseBytes: 100 })
+  big() {
+    return { run: this.executions.hit('big'), padding: 'x'.repeat(200) };
+  }
+
+  @Post('tenant')
+  @Idempotent({ scope: (ctx) => ctx.switchToHttp().getRequest().headers['x-tenant'] })
+  tenant(@Req() req: { headers: Record<string, string> }) {
+    return { run: this.executions.hit('tenant'), tenant: req.headers['x-tenant'] };
+  }
+
+  @Post('plain')
+  plain() {
+    return { run: this.executions.hit('plain') };
+  }
+
+  @Get(':id')
+  find() {
+    return { run: this.executions.hit('find') };
+  }
+}
+
+@Controller('orders')
+@Idempotent({ required: true })
+export class OrdersController {
+  constructor(private readonly executions: Executions) {}
+
+  @Post()
+  create() {
+    return { order: this.executions.hit('orders.create') };
+  }
+
+  @Post('draft')
+  @Idempotent({ required: false })
+  draft() {
+    return { draft: this.executions.hit('orders.draft') };
+  }
+}
+
+export interface TestApp {
+  app: INestApplication;
+  url: string;
+  executions: Executions;
+  close(): Promise<void>;
+}
+
+/** Boots the test controllers on a real HTTP server (Express or Fastify) on a free port. */
+export async function startTestApp(
+  platform: Platform,
+  options: IdempotencyModuleOptions | ((executions: Executions) => DynamicModule),
+): Promise<TestApp> {
+  const executions = new Executions();
+  const idempotency =
+    typeof options === 'function'
+      ? options(executions)
+      : IdempotencyModule.forRoot({
+          ...options,
+          onEvent: (event) => {
+            executions.events.push(event);
+            options.onEvent?.(event);
+          },
+        });
+  @Module({
+    imports: [idempotency],
+    controllers: [PaymentsController, OrdersController],
+    providers: [{ provide: Executions, useValue: executions }],
+  })
+  class AppModule {}
+
+  const app =
+    platform === 'fastify'
+      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
+      : await NestFactory.create(AppModule, { logger: false });
+  app.useGlobalPipes(new ValidationPipe({ whitelist: true }));
+  await app.listen(0, '127.0.0.1');
+  const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+  return { app, url, executions, close: () => app.close() };
+}
+
+/** POST helper returning status, headers and raw bytes. */
+export async function post(
+  url: string,
+  path: string,
+  options: { key?: string; body?: unknown; headers?: Record<string, string> } = {},
+): Promise<{ status: number; headers: Headers; bytes: Buffer; json: () => unknown; text: string }> {
+  const headers: Record<string, string> = { ...options.headers };
+  if (options.key !== undefined) headers['Idempotency-Key'] = options.key;
+  let body: string | undefined;
+  if (options.body !== undefined) {
+    headers['Content-Type'] ??= 'application/json';
+    body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+  }
+  const response = await fetch(`${url}${path}`, { method: 'POST', headers, body });
+  const bytes = Buffer.from(await response.arrayBuffer());
+  const text = bytes.toString('utf8');
+  return {
+    status: response.status,
+    headers: response.headers,
+    bytes,
+    text,
+    json: () => JSON.parse(text),
+  };
+}
