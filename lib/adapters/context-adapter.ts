@@ -8,6 +8,12 @@ import type { ResponseSnapshot } from '../utils/response-codec';
  * flow is the same for all; an adapter per context type fills in these steps.
  */
 export interface IdempotencyContextAdapter {
+  /**
+   * Why this handler cannot be made idempotent at all (it then runs untouched, with a warning), or
+   * undefined. E.g. a server-sent event stream, which must not be buffered.
+   */
+  unsupported(context: ExecutionContext): string | undefined;
+
   /** The raw key the request carries (validated by the caller), or undefined when it has none. */
   readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown;
 

@@ -51,6 +51,12 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
 
   constructor(private readonly adapterHost: HttpAdapterHost) {}
 
+  unsupported(context: ExecutionContext): string | undefined {
+    return Reflect.getMetadata(SSE_METADATA, context.getHandler())
+      ? '@Sse() streams cannot be replayed'
+      : undefined;
+  }
+
   readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown {
     const request = context.switchToHttp().getRequest<HttpRequestLike>();
     const name = options.headerName.toLowerCase();
@@ -113,25 +119,21 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     );
   }
 
-  /** `@Res()` without passthrough, `@Next()` and `@Sse()` handlers send the response themselves. */
+  /** `@Res()` without passthrough and `@Next()` handlers send the response themselves. */
   private selfRespondingReason(context: ExecutionContext): string | undefined {
     const handler = context.getHandler();
     if (this.selfResponding.has(handler)) return this.selfResponding.get(handler);
-    let reason: string | undefined;
-    if (Reflect.getMetadata(SSE_METADATA, handler)) {
-      reason = 'a server-sent event stream';
-    } else {
-      // The same rule Nest applies to decide that the handler sends the response itself.
-      const target = context.getClass();
-      const args = Reflect.getMetadata(ROUTE_ARGS_METADATA, target, handler.name) ?? {};
-      const injectsResponse = Object.keys(args).some((key) =>
-        RESPONSE_PARAM_TYPES.includes(key.split(':')[0]),
-      );
-      const passthrough = Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, target, handler.name);
-      if (injectsResponse && !passthrough) {
-        reason = 'written by the handler through @Res() or @Next()';
-      }
-    }
+    // The same rule Nest applies to decide that the handler sends the response itself.
+    const target = context.getClass();
+    const args = Reflect.getMetadata(ROUTE_ARGS_METADATA, target, handler.name) ?? {};
+    const injectsResponse = Object.keys(args).some((key) =>
+      RESPONSE_PARAM_TYPES.includes(key.split(':')[0]),
+    );
+    const passthrough = Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, target, handler.name);
+    const reason =
+      injectsResponse && !passthrough
+        ? 'written by the handler through @Res() or @Next()'
+        : undefined;
     this.selfResponding.set(handler, reason);
     return reason;
   }

@@ -85,8 +85,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (!options) return next.handle();
     const adapter = this.getAdapter(context);
     const handler = `${context.getClass().name}.${context.getHandler().name}`;
-    if (!adapter) {
-      this.warnOnce(handler, `@Idempotent() is not supported on ${context.getType()} handlers yet`);
+    const unsupported = adapter
+      ? adapter.unsupported(context)
+      : `${context.getType()} handlers are not supported yet`;
+    if (!adapter || unsupported) {
+      this.warnOnce(handler, `@Idempotent() has no effect here: ${unsupported}`);
       return next.handle();
     }
     try {

@@ -291,6 +291,21 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
     });
   });
 
+  it('leaves @Sse() streams untouched: no claim, the handler runs every time', async () => {
+    const key = newKey();
+    for (let i = 0; i < 2; i++) {
+      const response = await fetch(`${t.url}/payments/events`, {
+        headers: { 'Idempotency-Key': key },
+      });
+      expect(response.status).toBe(200);
+      expect(response.headers.get('content-type')).toMatch(/text\/event-stream/);
+      await response.body?.cancel();
+    }
+    expect(t.executions.count('events')).toBe(2);
+    const touched = t.executions.events.filter((e) => e.handler === 'PaymentsController.events');
+    expect(touched).toEqual([]);
+  });
+
   describe('scopes', () => {
     it('keeps one key used on two endpoints apart', async () => {
       const key = newKey();

@@ -12,6 +12,7 @@ import {
   Post,
   Req,
   Res,
+  Sse,
   StreamableFile,
   ValidationPipe,
 } from '@nestjs/common';
@@ -19,6 +20,7 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { IsInt, IsPositive, IsString } from 'class-validator';
 import { Readable } from 'node:stream';
+import { interval, map, Observable, take } from 'rxjs';
 import {
   Idempotent,
   IdempotencyEvent,
@@ -199,6 +201,16 @@ export class PaymentsController {
   @Post('plain')
   plain() {
     return { run: this.executions.hit('plain') };
+  }
+
+  @Sse('events')
+  @Idempotent()
+  events(): Observable<{ data: number }> {
+    this.executions.hit('events');
+    return interval(5).pipe(
+      take(3),
+      map((i) => ({ data: i + 1 })),
+    );
   }
 
   @Get(':id')
