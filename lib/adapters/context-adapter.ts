@@ -1,4 +1,5 @@
 import type { ExecutionContext } from '@nestjs/common';
+import type { Observable } from 'rxjs';
 import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type { ResponseSnapshot } from '../utils/response-codec';
@@ -21,17 +22,17 @@ export interface IdempotencyContextAdapter {
   fingerprint(context: ExecutionContext): string;
 
   /**
-   * What to store after the handler emitted `value`, or a string saying why it cannot be stored
-   * (the claim is then released).
+   * What to store once the handler completed with `values` (everything it emitted), or a string
+   * saying why it cannot be stored (the claim is then released).
    */
   capture(
     context: ExecutionContext,
-    value: unknown,
+    values: unknown[],
     options: ResolvedIdempotencyOptions,
   ): ResponseSnapshot | string;
 
-  /** Applies a stored response to this request and returns the value to emit. */
-  replay(context: ExecutionContext, response: ResponseSnapshot): unknown;
+  /** Applies a stored response to this request and returns what to emit instead of the handler. */
+  replay(context: ExecutionContext, response: ResponseSnapshot): Observable<unknown>;
 
   /** Turns a transport-neutral error into what this transport throws (HttpException...). */
   toException(context: ExecutionContext, error: IdempotencyError): Error;

@@ -1,5 +1,6 @@
 import { ExecutionContext, HttpException, HttpStatus } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
+import { Observable, of } from 'rxjs';
 import { REPLAYED_HEADER } from '../idempotency.constants';
 import { IdempotencyError, IdempotencyErrorCode } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
@@ -78,9 +79,12 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
 
   capture(
     context: ExecutionContext,
-    value: unknown,
+    values: unknown[],
     options: ResolvedIdempotencyOptions,
   ): ResponseSnapshot | string {
+    if (values.length === 0) return 'an empty stream';
+    // Nest answers an HTTP request with the last value a handler's Observable emits.
+    const value = values[values.length - 1];
     const reason = this.selfRespondingReason(context) ?? unreplayableReason(value);
     if (reason) return reason;
     const response = context.switchToHttp().getResponse<HttpResponseLike>();
@@ -94,7 +98,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     return { status: response.statusCode, headers, value };
   }
 
-  replay(context: ExecutionContext, snapshot: ResponseSnapshot): unknown {
+  replay(context: ExecutionContext, snapshot: ResponseSnapshot): Observable<unknown> {
     const adapter = this.adapterHost.httpAdapter;
     const response = context.switchToHttp().getResponse();
     if (snapshot.status !== undefined) adapter.status(response, snapshot.status);
@@ -102,7 +106,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
       adapter.setHeader(response, name, value);
     }
     adapter.setHeader(response, REPLAYED_HEADER, 'true');
-    return snapshot.value;
+    return of(snapshot.value);
   }
 
   toException(context: ExecutionContext, error: IdempotencyError): Error {

@@ -24,7 +24,7 @@ export abstract class IdempotencyError extends Error {
 export class IdempotencyKeyMissingError extends IdempotencyError {
   readonly code = IdempotencyErrorCode.KeyMissing;
   constructor(headerName: string) {
-    super(`This endpoint requires an ${headerName} header.`);
+    super(`This handler requires an idempotency key (${headerName}).`);
   }
 }
 

@@ -15,14 +15,14 @@ import {
   defer,
   finalize,
   from,
-  map,
   Observable,
   of,
-  takeLast,
   throwError,
+  toArray,
 } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import { HttpContextAdapter } from '../adapters/http-context.adapter';
+import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
 import { Idempotent } from '../decorators/idempotent.decorator';
 import {
   IdempotencyError,
@@ -68,7 +68,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     WeakMap<object, ResolvedIdempotencyOptions | null>
   >();
   private readonly adapters: Partial<Record<ContextType, IdempotencyContextAdapter>>;
-  private readonly unsupported = new Set<string>();
+  private readonly warned = new Set<string>();
 
   constructor(
     protected readonly store: IdempotencyStore,
@@ -117,7 +117,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** The transport adapter for this context, or undefined when the transport is not supported. */
   protected getAdapter(context: ExecutionContext): IdempotencyContextAdapter | undefined {
-    return this.adapters[context.getType()];
+    const type = context.getType();
+    if (type === 'rpc') this.adapters.rpc ??= new RpcContextAdapter();
+    return this.adapters[type];
   }
 
   /** What a key is unique within: the handler, plus the tenant from `scope()` when set. */
@@ -177,7 +179,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     switch (result.status) {
       case 'completed':
         this.emit(options, 'replayed', handler, claim.key);
-        return of(adapter.replay(context, decodeResponse(result.response)));
+        options.onReplay?.(context);
+        return adapter.replay(context, decodeResponse(result.response));
       case 'in_progress':
         this.emit(options, 'conflict', handler, claim.key);
         throw new IdempotencyInProgressError(result.retryAfterMs);
@@ -190,9 +193,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /**
-   * Runs the handler under the claim. Exactly one of complete / release happens: on the last
-   * value (awaited before the value is passed on, so the response leaves after the write), on an
-   * error, or when the stream ends empty or is unsubscribed (client gone): never a stuck key.
+   * Runs the handler under the claim. Exactly one of complete / release happens: when the handler
+   * completes (awaited before its values are passed on, so the response leaves after the write),
+   * on an error, or when the stream is unsubscribed (client gone): never a stuck key.
    */
   private run(
     context: ExecutionContext,
@@ -213,9 +216,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
       stopHeartbeat = this.startHeartbeat(claim);
       return next.handle();
     }).pipe(
-      takeLast(1),
-      concatMap((value) =>
-        settle(() => this.complete(context, adapter, claim, value)).pipe(map(() => value)),
+      toArray(),
+      concatMap((values) =>
+        settle(() => this.complete(context, adapter, claim, values)).pipe(
+          concatMap(() => from(values)),
+        ),
       ),
       catchError((error: unknown) =>
         settle(() => this.release(claim, error)).pipe(concatMap(() => throwError(() => error))),
@@ -228,12 +233,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     context: ExecutionContext,
     adapter: IdempotencyContextAdapter,
     claim: Claim,
-    value: unknown,
+    values: unknown[],
   ): Promise<void> {
     const { options, handler, key } = claim;
     let stored;
     try {
-      const snapshot = adapter.capture(context, value, options);
+      const snapshot = adapter.capture(context, values, options);
       if (typeof snapshot === 'string')
         return this.notReplayable(claim, `the response is ${snapshot}`);
       stored = encodeResponse(snapshot);
@@ -347,8 +352,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   private warnOnce(handler: string, message: string): void {
-    if (this.unsupported.has(handler)) return;
-    this.unsupported.add(handler);
+    if (this.warned.has(handler)) return;
+    this.warned.add(handler);
     this.logger.warn(`${handler}: ${message}`);
   }
 }

@@ -40,6 +40,12 @@ export interface IdempotencyOptions {
    * see each other's responses. Records are always scoped per handler (controller + method).
    */
   scope?: (context: ExecutionContext) => string | undefined;
+  /**
+   * Called when a request is answered from the store without running the handler (a replay, or
+   * a duplicate event skipped). Acknowledge manual-ack broker messages here (RabbitMQ with
+   * `noAck: false`), since the handler that would have acked them does not run.
+   */
+  onReplay?: (context: ExecutionContext) => void;
   /** Response headers stored and replayed (case-insensitive). Default: {@link DEFAULT_REPLAY_HEADERS}. */
   replayHeaders?: string[];
   /**
@@ -91,7 +97,9 @@ export interface IdempotencyModuleExtras {
   globalInterceptor?: boolean;
 }
 
+type OptionalHooks = 'key' | 'scope' | 'onReplay';
+
 /** Route options with every default filled in. */
-export type ResolvedIdempotencyOptions = Required<Omit<IdempotencyOptions, 'key' | 'scope'>> &
-  Pick<IdempotencyOptions, 'key' | 'scope'> &
+export type ResolvedIdempotencyOptions = Required<Omit<IdempotencyOptions, OptionalHooks>> &
+  Pick<IdempotencyOptions, OptionalHooks> &
   Pick<IdempotencyModuleOptions, 'onEvent'>;

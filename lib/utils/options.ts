@@ -22,7 +22,7 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
 
 const DURATIONS = ['ttl', 'lockTtl', 'storeTimeout', 'maxResponseBytes', 'maxKeyLength'] as const;
 const FLAGS = ['required', 'fingerprint', 'failOpen'] as const;
-const FUNCTIONS = ['key', 'scope'] as const;
+const FUNCTIONS = ['key', 'scope', 'onReplay'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /**

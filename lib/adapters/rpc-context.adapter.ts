@@ -1,0 +1,102 @@
+import type { ExecutionContext } from '@nestjs/common';
+import { from, Observable } from 'rxjs';
+import type { IdempotencyError } from '../errors/idempotency.errors';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import { fingerprint } from '../utils/fingerprint';
+import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
+import type { IdempotencyContextAdapter } from './context-adapter';
+
+/** Payload field read when the transport carries no key header. */
+export const PAYLOAD_KEY_FIELD = 'idempotencyKey';
+
+/** The parts of Nest's transport contexts (NatsContext, RmqContext, KafkaContext...) used here. */
+interface TransportContext {
+  getHeaders?(): { has(name: string): boolean; get(name: string): string } | undefined;
+  getMessage?(): {
+    properties?: { headers?: Record<string, unknown> };
+    headers?: Record<string, unknown>;
+  };
+  getPacket?(): { properties?: { userProperties?: Record<string, unknown> } };
+  getPattern?(): string;
+  getSubject?(): string;
+  getChannel?(): string;
+  getTopic?(): string;
+}
+
+type RpcExceptionClass = new (error: object) => Error;
+
+/**
+ * Microservice handlers (`@MessagePattern`, `@EventPattern`) on any Nest transport. The key comes
+ * from the transport's message headers where it has them (NATS headers, RabbitMQ message headers,
+ * Kafka headers, MQTT 5 user properties), else from the payload's `idempotencyKey` field. Every
+ * value the handler emits is stored, so a replay streams the same values.
+ */
+export class RpcContextAdapter implements IdempotencyContextAdapter {
+  private readonly RpcException: RpcExceptionClass;
+
+  constructor() {
+    // Loaded here, not at import: HTTP-only apps need not install @nestjs/microservices.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    this.RpcException = require('@nestjs/microservices').RpcException;
+  }
+
+  unsupported(): undefined {
+    return undefined;
+  }
+
+  readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown {
+    const rpc = context.switchToRpc();
+    const header = readHeader(rpc.getContext<TransportContext>(), options.headerName);
+    if (header !== undefined) return header;
+    const data = rpc.getData<Record<string, unknown> | undefined>();
+    return data !== null && typeof data === 'object' ? data[PAYLOAD_KEY_FIELD] : undefined;
+  }
+
+  fingerprint(context: ExecutionContext): string {
+    const rpc = context.switchToRpc();
+    const transport = rpc.getContext<TransportContext>();
+    const pattern =
+      transport?.getPattern?.() ??
+      transport?.getSubject?.() ??
+      transport?.getChannel?.() ??
+      transport?.getTopic?.() ??
+      '';
+    return fingerprint([String(pattern)], rpc.getData());
+  }
+
+  capture(_context: ExecutionContext, values: unknown[]): ResponseSnapshot | string {
+    for (const value of values) {
+      const reason = unreplayableReason(value);
+      if (reason) return reason;
+    }
+    return { value: values };
+  }
+
+  replay(_context: ExecutionContext, snapshot: ResponseSnapshot): Observable<unknown> {
+    return from(snapshot.value as unknown[]);
+  }
+
+  toException(_context: ExecutionContext, error: IdempotencyError): Error {
+    return new this.RpcException({
+      status: 'error',
+      code: error.code,
+      message: error.message,
+      ...(error.retryAfterMs !== undefined && { retryAfterMs: error.retryAfterMs }),
+    });
+  }
+}
+
+/** The key header from whichever transport this is, or undefined. */
+function readHeader(transport: TransportContext | undefined, name: string): unknown {
+  if (!transport) return undefined;
+  const nats = transport.getHeaders?.();
+  if (nats) return nats.has(name) ? nats.get(name) : undefined;
+  const message = transport.getMessage?.();
+  const packet = transport.getPacket?.();
+  const headers =
+    message?.properties?.headers ?? message?.headers ?? packet?.properties?.userProperties;
+  if (!headers) return undefined;
+  const value = headers[name] ?? headers[name.toLowerCase()];
+  // Kafka headers arrive as Buffers.
+  return Buffer.isBuffer(value) ? value.toString('utf8') : value;
+}

@@ -1,0 +1,245 @@
+import { lastValueFrom, toArray } from 'rxjs';
+import { IdempotencyEventType } from '../../lib';
+import {
+  Consumer,
+  NATS_URL,
+  PATTERNS,
+  requireBroker,
+  RMQ_URL,
+  startConsumer,
+  TransportName,
+  transportSetup,
+  TransportSetup,
+  withKey,
+} from '../support/microservice-app';
+import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { RedisProcess, startRedisServer } from '../support/redis-server';
+import { deferred, Executions } from '../support/test-app';
+
+const TRANSPORTS: TransportName[] = ['tcp', 'redis', 'nats', 'rmq'];
+
+let seq = 0;
+const newKey = () => `msg-${Date.now()}-${++seq}`;
+
+/** What a client receives as an error: the RpcException's object, not "Internal server error". */
+async function errorOf(promise: Promise<unknown>): Promise<Record<string, unknown>> {
+  try {
+    await promise;
+  } catch (error) {
+    return error as Record<string, unknown>;
+  }
+  throw new Error('expected the call to fail');
+}
+
+describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
+  const prefix = uniquePrefix(`rpc-${name}`);
+  let transportRedis: RedisProcess | undefined;
+  let setup: TransportSetup;
+  let consumer: Consumer;
+
+  beforeAll(async () => {
+    if (name === 'nats') await requireBroker('NATS', '127.0.0.1', Number(new URL(NATS_URL).port));
+    if (name === 'rmq') await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
+    // The Redis transport gets a private server: its pub/sub channels are then ours alone.
+    if (name === 'redis') transportRedis = await startRedisServer();
+    setup = await transportSetup(name, transportRedis);
+    consumer = await startConsumer(setup, { redis: testRedisUrl(), keyPrefix: prefix });
+  }, 30_000);
+  afterAll(async () => {
+    await consumer?.close();
+    await transportRedis?.stop();
+    const redis = inspectionClient();
+    await deleteKeysUnder(redis, prefix);
+    await redis.quit();
+  });
+
+  const send = <T>(pattern: string, data: Record<string, unknown>, key: string) =>
+    lastValueFrom(consumer.client.send<T>(pattern, withKey(setup, data, key)));
+
+  it('runs a redelivered message once and returns the same result', async () => {
+    const key = newKey();
+    const first = await send(PATTERNS.charge, { amount: 10 }, key);
+    const again = await send(PATTERNS.charge, { amount: 10 }, key);
+    expect(first).toEqual({ charged: 10, run: 1 });
+    expect(again).toEqual(first);
+    expect(consumer.executions.count('charge')).toBe(1);
+    expect(consumer.executions.ofType('replayed')).toHaveLength(1);
+  });
+
+  it('replays every value of an Observable reply', async () => {
+    const key = newKey();
+    const values = (k: string) =>
+      lastValueFrom(consumer.client.send(PATTERNS.stream, withKey(setup, {}, k)).pipe(toArray()));
+    const first = await values(key);
+    expect(first).toEqual([1, 'two', { three: 3 }]);
+    expect(await values(key)).toEqual(first);
+    expect(consumer.executions.count('stream')).toBe(1);
+  });
+
+  it('runs 50 concurrent duplicates once; the others get IDEMPOTENCY_IN_PROGRESS with a retry hint', async () => {
+    const key = newKey();
+    const started = consumer.executions.nextStarted();
+    const rejected = deferred();
+    let rejections = 0;
+    const calls = Array.from({ length: 50 }, () =>
+      send(PATTERNS.slow, {}, key).catch((error: Record<string, unknown>) => {
+        if (++rejections === 49) rejected.resolve();
+        return error;
+      }),
+    );
+    const release = await started;
+    await rejected.promise;
+    release();
+    const results = await Promise.all(calls);
+    expect(results.filter((r) => JSON.stringify(r) === '{"run":1}')).toHaveLength(1);
+    const errors = results.filter((r) => (r as { code?: string }).code);
+    expect(errors).toHaveLength(49);
+    for (const error of errors) {
+      expect(error).toMatchObject({
+        status: 'error',
+        code: 'IDEMPOTENCY_IN_PROGRESS',
+        retryAfterMs: expect.any(Number),
+        message: expect.stringContaining('still being processed'),
+      });
+    }
+    expect(consumer.executions.count('slow')).toBe(1);
+  });
+
+  it('releases the claim on failure, so a retry runs the handler again', async () => {
+    const key = newKey();
+    expect(await errorOf(send(PATTERNS.fail, {}, key))).toEqual({
+      status: 'error',
+      message: 'card declined',
+    });
+    expect(await send(PATTERNS.fail, {}, key)).toEqual({ run: 2 });
+    expect(consumer.executions.count('fail')).toBe(2);
+  });
+
+  it('answers IDEMPOTENCY_KEY_REUSED when the key comes back with another payload', async () => {
+    const key = newKey();
+    await send(PATTERNS.charge, { amount: 1 }, key);
+    expect(await errorOf(send(PATTERNS.charge, { amount: 2 }, key))).toMatchObject({
+      status: 'error',
+      code: 'IDEMPOTENCY_KEY_REUSED',
+    });
+  });
+
+  it('rejects an invalid key with IDEMPOTENCY_KEY_INVALID and runs nothing', async () => {
+    const before = consumer.executions.count('charge');
+    expect(await errorOf(send(PATTERNS.charge, { amount: 1 }, 'x'.repeat(300)))).toMatchObject({
+      code: 'IDEMPOTENCY_KEY_INVALID',
+    });
+    expect(consumer.executions.count('charge')).toBe(before);
+  });
+
+  it('skips a duplicate event without running its handler', async () => {
+    const eventId = newKey();
+    const completed = waitForEvent(consumer.executions, 'completed', 1);
+    consumer.client.emit(PATTERNS.paid, withKey(setup, { eventId }, eventId));
+    await completed;
+    const replayed = waitForEvent(consumer.executions, 'replayed', 1);
+    consumer.client.emit(PATTERNS.paid, withKey(setup, { eventId }, eventId));
+    await replayed;
+    expect(consumer.executions.count('paid')).toBe(1);
+  });
+});
+
+/** Resolves when the consumer has reported `count` more events of `type` (event-driven, no sleeps). */
+function waitForEvent(executions: Executions, type: IdempotencyEventType, count: number) {
+  const target = executions.ofType(type).length + count;
+  return new Promise<void>((resolve) => {
+    const events = executions.events;
+    const push = events.push.bind(events);
+    events.push = (...items) => {
+      const length = push(...items);
+      if (executions.ofType(type).length >= target) resolve();
+      return length;
+    };
+  });
+}
+
+describe('RabbitMQ at-least-once with manual ack', () => {
+  it('does not process a message again after the consumer crashed between handler and ack', async () => {
+    await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
+    const store = { redis: testRedisUrl(), keyPrefix: uniquePrefix('rmq-ack') };
+    const queue = `idempotency-ack-${newKey()}`;
+    const setup = await transportSetup('rmq', undefined, queue);
+    const serverOptions = { noAck: false };
+    const first = await startConsumer(setup, store, { shipping: true, serverOptions });
+    const executions = first.executions;
+    const eventId = newKey();
+    const completed = waitForEvent(executions, 'completed', 1);
+    first.client.emit(PATTERNS.shipped, withKey(setup, { eventId }, eventId));
+    await completed;
+    // The process dies before acking: closing its connection makes RabbitMQ redeliver.
+    const replayed = waitForEvent(executions, 'replayed', 1);
+    await first.close();
+    const second = await startConsumer(setup, store, { shipping: true, serverOptions, executions });
+    await replayed;
+    await second.close();
+    expect(executions.count('shipped')).toBe(1);
+
+    // onReplay acked the redelivery: nothing went back to the queue when the second consumer left.
+    const amqp = await import('amqplib');
+    const connection = await amqp.connect(RMQ_URL);
+    try {
+      const channel = await connection.createChannel();
+      expect((await channel.checkQueue(queue)).messageCount).toBe(0);
+      await channel.deleteQueue(queue);
+    } finally {
+      await connection.close();
+    }
+  });
+});
+
+describe('hybrid app (HTTP + microservice)', () => {
+  it('applies the global interceptor to microservice handlers with inheritAppConfig: true', async () => {
+    const { Module } = await import('@nestjs/common');
+    const { NestFactory } = await import('@nestjs/core');
+    const { ClientProxyFactory, Transport } = await import('@nestjs/microservices');
+    const { IdempotencyModule } = await import('../../lib');
+    const { PaymentsConsumer, countExecutionsIn } = await import('../support/microservice-app');
+    const executions = new Executions();
+    countExecutionsIn(executions);
+    const setup = await transportSetup('tcp');
+    @Module({
+      imports: [
+        IdempotencyModule.forRoot({ redis: testRedisUrl(), keyPrefix: uniquePrefix('hybrid') }),
+      ],
+      controllers: [PaymentsConsumer],
+    })
+    class HybridModule {}
+    const app = await NestFactory.create(HybridModule, { logger: false });
+    app.connectMicroservice(
+      { transport: Transport.TCP, options: setup.options },
+      { inheritAppConfig: true },
+    );
+    await app.startAllMicroservices();
+    await app.listen(0, '127.0.0.1');
+    const client = ClientProxyFactory.create({
+      transport: Transport.TCP,
+      options: setup.options,
+    } as never);
+    try {
+      const key = newKey();
+      const first = await lastValueFrom(
+        client.send(PATTERNS.charge, withKey(setup, { amount: 3 }, key)),
+      );
+      const again = await lastValueFrom(
+        client.send(PATTERNS.charge, withKey(setup, { amount: 3 }, key)),
+      );
+      expect(again).toEqual(first);
+      expect(executions.count('charge')).toBe(1);
+      expect(
+        await errorOf(
+          lastValueFrom(client.send(PATTERNS.charge, withKey(setup, { amount: 4 }, key))),
+        ),
+      ).toMatchObject({
+        code: 'IDEMPOTENCY_KEY_REUSED',
+      });
+    } finally {
+      await (client as { close(): Promise<void> | void }).close();
+      await app.close();
+    }
+  });
+});

@@ -1,0 +1,223 @@
+import { Controller, INestMicroservice, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import {
+  ClientProxy,
+  ClientProxyFactory,
+  Ctx,
+  EventPattern,
+  MessagePattern,
+  NatsRecordBuilder,
+  Payload,
+  RmqContext,
+  RmqRecordBuilder,
+  RpcException,
+  Transport,
+} from '@nestjs/microservices';
+import { randomUUID } from 'node:crypto';
+import { createConnection } from 'node:net';
+import { headers as natsHeaders } from 'nats';
+import { of } from 'rxjs';
+import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
+import { findFreePort } from './redis-server';
+import { Executions } from './test-app';
+
+/** A suffix per test run, so runs sharing a broker never receive each other's messages. */
+const RUN = randomUUID().slice(0, 8);
+export const PATTERNS = {
+  charge: `payments.charge.${RUN}`,
+  slow: `payments.slow.${RUN}`,
+  fail: `payments.fail.${RUN}`,
+  stream: `payments.stream.${RUN}`,
+  paid: `order.paid.${RUN}`,
+  shipped: `order.shipped.${RUN}`,
+};
+export const RMQ_URL = 'amqp://guest:guest@127.0.0.1:5672';
+export const NATS_URL = 'nats://127.0.0.1:4222';
+
+/** Acknowledges a RabbitMQ message the handler did not run for (manual-ack queues). */
+export function ackRmq(context: { switchToRpc(): { getContext(): unknown } }): void {
+  const rmq = context.switchToRpc().getContext() as RmqContext;
+  rmq.getChannelRef().ack(rmq.getMessage());
+}
+
+let executions: Executions;
+
+/** Where the consumers below count their executions (the side channel the tests read). */
+export function countExecutionsIn(target: Executions): void {
+  executions = target;
+}
+
+@Controller()
+export class PaymentsConsumer {
+  @MessagePattern(PATTERNS.charge)
+  @Idempotent()
+  charge(@Payload() command: { amount: number }) {
+    return { charged: command.amount, run: executions.hit('charge') };
+  }
+
+  @MessagePattern(PATTERNS.slow)
+  @Idempotent()
+  async slow() {
+    const run = executions.hit('slow');
+    if (run === 1) await executions.hold();
+    return { run };
+  }
+
+  @MessagePattern(PATTERNS.fail)
+  @Idempotent()
+  fail() {
+    const run = executions.hit('fail');
+    if (run === 1) throw new RpcException({ status: 'error', message: 'card declined' });
+    return { run };
+  }
+
+  @MessagePattern(PATTERNS.stream)
+  @Idempotent()
+  stream() {
+    const run = executions.hit('stream');
+    return of(run, 'two', { three: 3 });
+  }
+
+  @EventPattern(PATTERNS.paid)
+  @Idempotent({ key: (ctx) => ctx.switchToRpc().getData().eventId })
+  onPaid() {
+    executions.hit('paid');
+  }
+}
+
+/** The at-least-once consumer: manual ack, and the first delivery "crashes" before its ack. */
+@Controller()
+class ShippingConsumer {
+  @EventPattern(PATTERNS.shipped)
+  @Idempotent({ key: (ctx) => ctx.switchToRpc().getData().eventId, onReplay: ackRmq })
+  onShipped(@Ctx() context: RmqContext) {
+    if (executions.hit('shipped') > 1) context.getChannelRef().ack(context.getMessage());
+    // First delivery: the handler did its work but the process dies before acking.
+  }
+}
+
+export type TransportName = 'tcp' | 'redis' | 'nats' | 'rmq';
+
+export interface TransportSetup {
+  name: TransportName;
+  /** Server and client options (the transport's `options`). */
+  options: Record<string, unknown>;
+  transport: Transport;
+}
+
+/** Connection options for one transport; TCP gets a free port, Redis the given server. */
+export async function transportSetup(
+  name: TransportName,
+  redis?: { host: string; port: number },
+  queue = `idempotency-test-${RUN}`,
+): Promise<TransportSetup> {
+  switch (name) {
+    case 'tcp':
+      return {
+        name,
+        transport: Transport.TCP,
+        options: { host: '127.0.0.1', port: await findFreePort() },
+      };
+    case 'redis':
+      return { name, transport: Transport.REDIS, options: { ...redis } };
+    case 'nats':
+      return { name, transport: Transport.NATS, options: { servers: [NATS_URL] } };
+    case 'rmq':
+      return {
+        name,
+        transport: Transport.RMQ,
+        options: { urls: [RMQ_URL], queue, queueOptions: { durable: false } },
+      };
+  }
+}
+
+/** Fails with a message naming the broker when it does not answer (never a silent skip). */
+export async function requireBroker(name: string, host: string, port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const socket = createConnection({ host, port, timeout: 2_000 });
+    socket.once('connect', () => {
+      socket.destroy();
+      resolve();
+    });
+    const fail = () => {
+      socket.destroy();
+      reject(
+        new Error(
+          `${name} is not reachable at ${host}:${port}; these tests need a running ${name} broker.`,
+        ),
+      );
+    };
+    socket.once('timeout', fail);
+    socket.once('error', fail);
+  });
+}
+
+export interface Consumer {
+  app: INestMicroservice;
+  client: ClientProxy;
+  executions: Executions;
+  close(): Promise<void>;
+}
+
+/** Boots the consumers as a Nest microservice on a real transport, with a client to talk to it. */
+export async function startConsumer(
+  setup: TransportSetup,
+  options: IdempotencyModuleOptions,
+  extra: {
+    shipping?: boolean;
+    executions?: Executions;
+    serverOptions?: Record<string, unknown>;
+  } = {},
+): Promise<Consumer> {
+  executions = extra.executions ?? new Executions();
+  const own = executions;
+  @Module({
+    imports: [
+      IdempotencyModule.forRoot({
+        ...options,
+        onEvent: (event) => own.events.push(event),
+      }),
+    ],
+    controllers: extra.shipping ? [ShippingConsumer] : [PaymentsConsumer],
+  })
+  class ConsumerModule {}
+  const app = await NestFactory.createMicroservice(ConsumerModule, {
+    transport: setup.transport,
+    options: { ...setup.options, ...extra.serverOptions },
+    logger: false,
+  } as never);
+  await app.listen();
+  const client = ClientProxyFactory.create({
+    transport: setup.transport,
+    options: setup.options,
+  } as never) as unknown as ClientProxy;
+  await client.connect();
+  return {
+    app,
+    client,
+    executions: own,
+    close: async () => {
+      await client.close();
+      await app.close();
+    },
+  };
+}
+
+/** The message to send with an idempotency key, placed where each transport carries it. */
+export function withKey(
+  setup: TransportSetup,
+  data: Record<string, unknown>,
+  key: string,
+): unknown {
+  switch (setup.name) {
+    case 'nats': {
+      const headers = natsHeaders();
+      headers.set('Idempotency-Key', key);
+      return new NatsRecordBuilder(data).setHeaders(headers).build();
+    }
+    case 'rmq':
+      return new RmqRecordBuilder(data).setOptions({ headers: { 'Idempotency-Key': key } }).build();
+    default:
+      return { ...data, idempotencyKey: key };
+  }
+}
