@@ -13,7 +13,7 @@ import {
   withKey,
 } from '../support/microservice-app';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
-import { RedisProcess, startRedisServer } from '../support/redis-server';
+import { findFreePort, RedisProcess, startRedisServer } from '../support/redis-server';
 import { deferred, Executions } from '../support/test-app';
 
 const TRANSPORTS: TransportName[] = ['tcp', 'redis', 'nats', 'rmq'];
@@ -188,6 +188,32 @@ describe('RabbitMQ at-least-once with manual ack', () => {
       await channel.deleteQueue(queue);
     } finally {
       await connection.close();
+    }
+  });
+});
+
+describe('microservice store outage', () => {
+  it('fails closed with IDEMPOTENCY_STORE_UNAVAILABLE and runs nothing', async () => {
+    const setup = await transportSetup('tcp');
+    const deadPort = await findFreePort();
+    const consumer = await startConsumer(setup, {
+      redis: `redis://127.0.0.1:${deadPort}`,
+      storeTimeout: 300,
+    });
+    try {
+      const error = await errorOf(
+        lastValueFrom(
+          consumer.client.send(PATTERNS.charge, withKey(setup, { amount: 1 }, newKey())),
+        ),
+      );
+      expect(error).toMatchObject({
+        status: 'error',
+        code: 'IDEMPOTENCY_STORE_UNAVAILABLE',
+        retryAfterMs: 1000,
+      });
+      expect(consumer.executions.count('charge')).toBe(0);
+    } finally {
+      await consumer.close();
     }
   });
 });
