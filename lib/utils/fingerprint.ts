@@ -1,45 +1,49 @@
 import { createHash } from 'node:crypto';
 
-/**
- * Feeds a canonical form of `value` into the hash: object keys sorted, so key order never matters,
- * and type tags so that `"1"` and `1` differ. Buffers and typed arrays are hashed as bytes.
- */
-function feed(digest: ReturnType<typeof createHash>, value: unknown): void {
-  if (value === null || value === undefined) {
-    digest.update(value === null ? 'n' : 'u');
-  } else if (Buffer.isBuffer(value) || value instanceof Uint8Array) {
-    digest.update(`b${value.byteLength}:`).update(value);
-  } else if (Array.isArray(value)) {
-    digest.update(`a${value.length}[`);
-    for (const item of value) feed(digest, item);
-    digest.update(']');
-  } else if (value instanceof Date) {
-    digest.update(`d${value.toISOString()}`);
-  } else if (typeof value === 'object') {
-    const record = value as Record<string, unknown>;
-    // Like JSON: a property holding undefined is the same as no property.
-    const keys = Object.keys(record)
-      .filter((key) => record[key] !== undefined)
-      .sort();
-    digest.update(`o${keys.length}{`);
-    for (const key of keys) {
-      digest.update(`${key.length}:${key}`);
-      feed(digest, record[key]);
-    }
-    digest.update('}');
-  } else {
-    const text = String(value);
-    digest.update(`${typeof value}${text.length}:${text}`);
-  }
+/** Text fed to the hash as is: structure markers and object keys, never a payload value. */
+class Literal {
+  constructor(readonly text: string) {}
 }
 
 /**
  * A stable hash of a request: its parts (method, URL, pattern...) and a canonical form of its
- * payload. Equal JSON payloads hash equal whatever their key order.
+ * payload. Object keys are sorted, so key order never matters; values carry type tags, so `"1"`
+ * and `1` differ; a property holding undefined is the same as no property, as in JSON; Buffers
+ * and typed arrays are hashed as bytes. Iterative, so a deeply nested hostile body cannot
+ * overflow the stack.
  */
 export function fingerprint(parts: string[], payload: unknown): string {
   const digest = createHash('sha256');
   for (const part of parts) digest.update(`${part.length}:${part}`);
-  feed(digest, payload);
+  const stack: unknown[] = [payload];
+  while (stack.length > 0) {
+    const value = stack.pop();
+    if (value instanceof Literal) {
+      digest.update(value.text);
+    } else if (value === null || value === undefined) {
+      digest.update(value === null ? 'n' : 'u');
+    } else if (Buffer.isBuffer(value) || value instanceof Uint8Array) {
+      digest.update(`b${value.byteLength}:`).update(value);
+    } else if (Array.isArray(value)) {
+      digest.update(`a${value.length}[`);
+      stack.push(new Literal(']'));
+      for (let i = value.length - 1; i >= 0; i--) stack.push(value[i]);
+    } else if (value instanceof Date) {
+      digest.update(`d${value.toISOString()}`);
+    } else if (typeof value === 'object') {
+      const record = value as Record<string, unknown>;
+      const keys = Object.keys(record)
+        .filter((key) => record[key] !== undefined)
+        .sort();
+      digest.update(`o${keys.length}{`);
+      stack.push(new Literal('}'));
+      for (let i = keys.length - 1; i >= 0; i--) {
+        stack.push(record[keys[i]], new Literal(`${keys[i].length}:${keys[i]}`));
+      }
+    } else {
+      const text = String(value);
+      digest.update(`${typeof value}${text.length}:${text}`);
+    }
+  }
   return digest.digest('base64url');
 }

@@ -33,3 +33,11 @@ describe('fingerprint', () => {
     expect(fingerprint(['POST', '/a'], body)).not.toBe(fingerprint(['POST', '/a?x=1'], body));
   });
 });
+
+describe('fingerprint on hostile payloads', () => {
+  it('hashes a body nested 100 000 levels deep without overflowing the stack', () => {
+    const deep = JSON.parse('['.repeat(100_000) + ']'.repeat(100_000));
+    const deeper = JSON.parse('['.repeat(100_001) + ']'.repeat(100_001));
+    expect(fingerprint(['POST', '/x'], deep)).not.toBe(fingerprint(['POST', '/x'], deeper));
+  });
+});
