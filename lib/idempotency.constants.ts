@@ -26,7 +26,12 @@ export const FORBIDDEN_REPLAY_HEADERS = [
   'cookie',
   'proxy-authorization',
   'www-authenticate',
+  'proxy-authenticate',
   'content-length',
   'transfer-encoding',
   'connection',
+  'keep-alive',
+  'upgrade',
+  'te',
+  'trailer',
 ];

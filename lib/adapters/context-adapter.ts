@@ -32,7 +32,11 @@ export interface IdempotencyContextAdapter {
   ): ResponseSnapshot | string;
 
   /** Applies a stored response to this request and returns what to emit instead of the handler. */
-  replay(context: ExecutionContext, response: ResponseSnapshot): Observable<unknown>;
+  replay(
+    context: ExecutionContext,
+    response: ResponseSnapshot,
+    options: ResolvedIdempotencyOptions,
+  ): Observable<unknown>;
 
   /** Turns a transport-neutral error into what this transport throws (HttpException...). */
   toException(context: ExecutionContext, error: IdempotencyError): Error;

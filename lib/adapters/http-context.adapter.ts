@@ -1,7 +1,7 @@
 import { ExecutionContext, HttpException, HttpStatus } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
 import { Observable, of } from 'rxjs';
-import { REPLAYED_HEADER } from '../idempotency.constants';
+import { FORBIDDEN_REPLAY_HEADERS, REPLAYED_HEADER } from '../idempotency.constants';
 import { IdempotencyError, IdempotencyErrorCode } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { fingerprint } from '../utils/fingerprint';
@@ -74,7 +74,10 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
 
   fingerprint(context: ExecutionContext): string {
     const request = context.switchToHttp().getRequest<HttpRequestLike>();
-    return fingerprint([request.method, request.originalUrl ?? request.url], request.body);
+    // Only what a body parser read is part of it: on Express, register one for other types
+    // (`app.useBodyParser('text')`), or same-key requests with other bodies replay.
+    const body = request.body;
+    return fingerprint([request.method, request.originalUrl ?? request.url], body);
   }
 
   capture(
@@ -98,12 +101,20 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     return { status: response.statusCode, headers, value };
   }
 
-  replay(context: ExecutionContext, snapshot: ResponseSnapshot): Observable<unknown> {
+  replay(
+    context: ExecutionContext,
+    snapshot: ResponseSnapshot,
+    options: ResolvedIdempotencyOptions,
+  ): Observable<unknown> {
     const adapter = this.adapterHost.httpAdapter;
     const response = context.switchToHttp().getResponse();
     if (snapshot.status !== undefined) adapter.status(response, snapshot.status);
+    // Filtered again on the way out: a record written under another allowlist (or tampered
+    // with in the store) must not make this response set cookies.
     for (const [name, value] of Object.entries(snapshot.headers ?? {})) {
-      adapter.setHeader(response, name, value);
+      if (options.replayHeaders.includes(name) && !FORBIDDEN_REPLAY_HEADERS.includes(name)) {
+        adapter.setHeader(response, name, value);
+      }
     }
     adapter.setHeader(response, REPLAYED_HEADER, 'true');
     return of(snapshot.value);

@@ -9,17 +9,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
-import {
-  catchError,
-  concatMap,
-  defer,
-  finalize,
-  from,
-  Observable,
-  of,
-  throwError,
-  toArray,
-} from 'rxjs';
+import { concatMap, from, Observable } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import { HttpContextAdapter } from '../adapters/http-context.adapter';
 import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
@@ -43,8 +33,11 @@ import { parseIdempotencyKey, recordKey } from '../utils/key';
 import { mergeOptions } from '../utils/options';
 import { decodeResponse, encodeResponse } from '../utils/response-codec';
 
-/** Seconds a client is told to wait after a store outage (Retry-After on 503). */
+/** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
 const STORE_RETRY_AFTER_MS = 1_000;
+
+/** Nest's metadata that tells routes apart: path, version, microservice pattern (Nest 10-12). */
+const ROUTE_METADATA = ['path', '__version__', 'microservices:pattern'];
 
 /** One request's claim, as the interceptor tracks it while the handler runs. */
 interface Claim {
@@ -122,14 +115,24 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return this.adapters[type];
   }
 
-  /** What a key is unique within: the handler, plus the tenant from `scope()` when set. */
+  /**
+   * What a key is unique within: the handler (class, method, route path, version, message
+   * pattern: two controllers of the same name never share records), plus the tenant from
+   * `scope()` when set.
+   */
   protected getScope(
     context: ExecutionContext,
     handler: string,
     options: ResolvedIdempotencyOptions,
   ): string {
+    const target = context.getClass();
+    const method = context.getHandler();
+    const route = ROUTE_METADATA.map((key) => [
+      Reflect.getMetadata(key, target),
+      Reflect.getMetadata(key, method),
+    ]);
     const tenant = options.scope?.(context);
-    return tenant === undefined ? handler : `${handler}\0${tenant}`;
+    return JSON.stringify([handler, route, tenant ?? null]);
   }
 
   private async claimAndRun(
@@ -180,7 +183,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       case 'completed':
         this.emit(options, 'replayed', handler, claim.key);
         options.onReplay?.(context);
-        return adapter.replay(context, decodeResponse(result.response));
+        return adapter.replay(context, decodeResponse(result.response), options);
       case 'in_progress':
         this.emit(options, 'conflict', handler, claim.key);
         throw new IdempotencyInProgressError(result.retryAfterMs);
@@ -193,9 +196,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /**
-   * Runs the handler under the claim. Exactly one of complete / release happens: when the handler
-   * completes (awaited before its values are passed on, so the response leaves after the write),
-   * on an error, or when the stream is unsubscribed (client gone): never a stuck key.
+   * Runs the handler under the claim, subscribed here rather than by the caller: if the caller
+   * goes away (client disconnect, a timeout interceptor), the handler still runs to its end and
+   * its outcome is still recorded, so a retry never runs it a second time concurrently. Exactly
+   * one of complete / release happens, and the values are passed on only after it, so the
+   * response leaves after the completion write.
    */
   private run(
     context: ExecutionContext,
@@ -203,30 +208,29 @@ export class IdempotencyInterceptor implements NestInterceptor {
     adapter: IdempotencyContextAdapter,
     claim: Claim,
   ): Observable<unknown> {
-    let settled = false;
-    let stopHeartbeat = () => {};
-    const settle = (outcome: () => Promise<void>): Observable<void> => {
-      if (settled) return of(undefined);
-      settled = true;
-      stopHeartbeat();
-      return from(outcome());
-    };
-
-    return defer(() => {
-      stopHeartbeat = this.startHeartbeat(claim);
-      return next.handle();
-    }).pipe(
-      toArray(),
-      concatMap((values) =>
-        settle(() => this.complete(context, adapter, claim, values)).pipe(
-          concatMap(() => from(values)),
-        ),
-      ),
-      catchError((error: unknown) =>
-        settle(() => this.release(claim, error)).pipe(concatMap(() => throwError(() => error))),
-      ),
-      finalize(() => void settle(() => this.release(claim)).subscribe()),
-    );
+    const stopHeartbeat = this.startHeartbeat(claim);
+    const values: unknown[] = [];
+    const outcome = new Promise<unknown[]>((resolve, reject) => {
+      const fail = (error: unknown) => {
+        stopHeartbeat();
+        void this.release(claim, error).then(() => reject(error));
+      };
+      try {
+        next.handle().subscribe({
+          next: (value) => values.push(value),
+          error: fail,
+          complete: () => {
+            stopHeartbeat();
+            void this.complete(context, adapter, claim, values).then(() => resolve(values));
+          },
+        });
+      } catch (error) {
+        fail(error);
+      }
+    });
+    // Nobody may be listening any more when the handler fails: that must not be unhandled.
+    outcome.catch(() => {});
+    return from(outcome).pipe(concatMap((emitted) => from(emitted)));
   }
 
   private async complete(
@@ -352,8 +356,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   private warnOnce(handler: string, message: string): void {
-    if (this.warned.has(handler)) return;
-    this.warned.add(handler);
+    const id = `${handler}: ${message}`;
+    if (this.warned.has(id)) return;
+    this.warned.add(id);
     this.logger.warn(`${handler}: ${message}`);
   }
 }

@@ -6,6 +6,12 @@ export interface MemoryIdempotencyStoreOptions {
   now?: () => number;
   /** How often expired records are swept, in milliseconds. Default: 60 000. `0` disables it. */
   sweepIntervalMs?: number;
+  /**
+   * Most records kept. When full, the oldest completed records make room (a very late retry of
+   * one then runs again); in-progress records are never dropped, so a store full of them fails
+   * the claim (503). Default: 10 000.
+   */
+  maxEntries?: number;
 }
 
 interface MemoryRecord {
@@ -24,10 +30,12 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   private readonly records = new Map<string, MemoryRecord>();
   private readonly now: () => number;
   private readonly sweeper?: NodeJS.Timeout;
+  private readonly maxEntries: number;
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     super();
     this.now = options.now ?? Date.now;
+    this.maxEntries = options.maxEntries ?? 10_000;
     const interval = options.sweepIntervalMs ?? 60_000;
     if (interval > 0) {
       this.sweeper = setInterval(() => this.sweep(), interval);
@@ -44,6 +52,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
     const record = this.live(key);
     if (!record) {
+      this.makeRoom();
       this.records.set(key, {
         state: 'pending',
         owner: request.token,
@@ -106,6 +115,19 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   private owned(key: string, token: string): MemoryRecord | undefined {
     const record = this.live(key);
     return record?.state === 'pending' && record.owner === token ? record : undefined;
+  }
+
+  private makeRoom(): void {
+    if (this.records.size < this.maxEntries) return;
+    this.sweep();
+    // Map order is insertion order: the first completed records are the oldest.
+    for (const [key, record] of this.records) {
+      if (this.records.size < this.maxEntries) return;
+      if (record.state === 'completed') this.records.delete(key);
+    }
+    if (this.records.size >= this.maxEntries) {
+      throw new Error(`MemoryIdempotencyStore is full: ${this.maxEntries} requests in progress`);
+    }
   }
 
   private sweep(): void {

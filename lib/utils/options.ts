@@ -20,7 +20,8 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   storeTimeout: 2_000,
 };
 
-const DURATIONS = ['ttl', 'lockTtl', 'storeTimeout', 'maxResponseBytes', 'maxKeyLength'] as const;
+/** Options that are positive whole numbers (milliseconds, bytes or characters). */
+const COUNTS = ['ttl', 'lockTtl', 'storeTimeout', 'maxResponseBytes', 'maxKeyLength'] as const;
 const FLAGS = ['required', 'fingerprint', 'failOpen'] as const;
 const FUNCTIONS = ['key', 'scope', 'onReplay'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -33,7 +34,7 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
   const fail = (message: string): never => {
     throw new TypeError(`${where}: ${message}`);
   };
-  for (const name of DURATIONS) {
+  for (const name of COUNTS) {
     const value = options[name];
     if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
       fail(`${name} must be a positive whole number, got ${String(value)}`);
@@ -48,6 +49,9 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
     if (options[name] !== undefined && typeof options[name] !== 'function') {
       fail(`${name} must be a function, got ${typeof options[name]}`);
     }
+  }
+  if (options.lockTtl !== undefined && options.lockTtl < 3) {
+    fail('lockTtl must be at least 3 ms (the lease is renewed every third of it)');
   }
   if (options.headerName !== undefined && !HEADER_NAME.test(options.headerName)) {
     fail(`headerName must be a valid HTTP header name, got ${JSON.stringify(options.headerName)}`);
@@ -75,9 +79,6 @@ export function resolveModuleOptions(
   options: IdempotencyModuleOptions,
 ): ResolvedIdempotencyOptions & IdempotencyModuleOptions {
   validateOptions(options, 'IdempotencyModule');
-  if (options.lockTtl !== undefined && options.lockTtl < 3) {
-    throw new TypeError('IdempotencyModule: lockTtl must be at least 3 ms');
-  }
   return mergeOptions(DEFAULT_OPTIONS, options);
 }
 

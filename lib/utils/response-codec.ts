@@ -55,6 +55,11 @@ export function encodeResponse(snapshot: ResponseSnapshot): StoredResponse {
     body = Buffer.from(value, 'utf8');
   } else {
     const json = JSON.stringify(value);
+    // An object whose toJSON() returns a primitive (a Date, a Decimal) would replay as a bare
+    // string, which frameworks send as text rather than JSON: not the same response.
+    if (json !== undefined && typeof value === 'object' && json[0] !== '{' && json[0] !== '[') {
+      throw new TypeError('an object that serialises to a JSON primitive');
+    }
     kind = json === undefined ? 'empty' : 'json';
     body = Buffer.from(json ?? '', 'utf8');
   }

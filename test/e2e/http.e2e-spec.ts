@@ -7,7 +7,7 @@ import {
   testRedisUrl,
   uniquePrefix,
 } from '../support/redis';
-import { PLATFORMS, Platform, post, startTestApp, TestApp } from '../support/test-app';
+import { deferred, PLATFORMS, Platform, post, startTestApp, TestApp } from '../support/test-app';
 
 type StoreKind = 'redis' | 'memory';
 const MATRIX: [Platform, StoreKind][] = PLATFORMS.flatMap(
@@ -153,6 +153,31 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
     });
   });
 
+  describe('when the caller goes away', () => {
+    it('lets the handler finish and records it when the client disconnects; a retry never runs it again', async () => {
+      const key = newKey();
+      const started = t.executions.nextStarted();
+      const abort = new AbortController();
+      const first = post(t.url, '/payments/slow', {
+        key,
+        body: { hold: true },
+        signal: abort.signal,
+      });
+      const release = await started;
+      abort.abort();
+      await expect(first).rejects.toThrow();
+      expect((await post(t.url, '/payments/slow', { key, body: { hold: true } })).status).toBe(409);
+      const completed = t.executions.waitFor('completed');
+      release();
+      await completed;
+      const retry = await post(t.url, '/payments/slow', { key, body: { hold: true } });
+      expect(retry.headers.get('idempotent-replayed')).toBe('true');
+      expect(
+        t.executions.ofType('released').filter((e) => e.handler === 'PaymentsController.slow'),
+      ).toEqual([]);
+    });
+  });
+
   describe('payload mismatch', () => {
     it('answers 422 when the key comes back with another body', async () => {
       const key = newKey();
@@ -178,6 +203,16 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       expect(other.status).toBe(422);
       release();
       expect((await first).status).toBe(201);
+    });
+
+    it('fingerprints text/plain bodies (Express with a text body parser)', async () => {
+      const key = newKey();
+      const headers = { 'Content-Type': 'text/plain' };
+      expect(
+        (await post(t.url, '/payments/text', { key, body: 'amount=100', headers })).status,
+      ).toBe(201);
+      const other = await post(t.url, '/payments/text', { key, body: 'amount=999999', headers });
+      expect(other.status).toBe(422);
     });
 
     it('skips the check with fingerprint: false', async () => {
@@ -279,6 +314,7 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       ['a StreamableFile', '/payments/file', 'file'],
       ['a @Res() handler', '/payments/raw', 'raw'],
       ['a body over maxResponseBytes', '/payments/big', 'big'],
+      ['an object whose JSON is a bare string (a Date)', '/payments/date', 'date'],
     ])('sends %s, stores nothing and frees the key', async (_, path, name) => {
       const key = newKey();
       const first = await post(t.url, path, { key });
@@ -340,5 +376,39 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       expect(again.json()).toEqual({ run: 2 });
       expect(again.headers.get('idempotent-replayed')).toBeNull();
     });
+  });
+});
+
+describe.each(PLATFORMS)('completion ordering on %s', (platform) => {
+  /** A real memory store whose completion write waits until the test lets it through. */
+  class GatedStore extends MemoryIdempotencyStore {
+    gate = deferred();
+    override async complete(...args: Parameters<MemoryIdempotencyStore['complete']>) {
+      await this.gate.promise;
+      return super.complete(...args);
+    }
+  }
+
+  it('stores the response before it is sent', async () => {
+    const store = new GatedStore();
+    const t = await startTestApp(platform, { store });
+    try {
+      let answered = false;
+      const response = post(t.url, '/payments', { key: newKey(), body: { amount: 1 } }).then(
+        (r) => {
+          answered = true;
+          return r;
+        },
+      );
+      await t.executions.waitFor('claimed');
+      // The handler has long returned; the response must still wait for the store.
+      await post(t.url, '/payments/plain', {});
+      expect(answered).toBe(false);
+      store.gate.resolve();
+      expect((await response).status).toBe(201);
+      expect(t.executions.ofType('completed')).toHaveLength(1);
+    } finally {
+      await t.close();
+    }
   });
 });

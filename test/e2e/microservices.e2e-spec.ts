@@ -1,5 +1,4 @@
 import { lastValueFrom, toArray } from 'rxjs';
-import { IdempotencyEventType } from '../../lib';
 import {
   Consumer,
   NATS_URL,
@@ -134,29 +133,15 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
 
   it('skips a duplicate event without running its handler', async () => {
     const eventId = newKey();
-    const completed = waitForEvent(consumer.executions, 'completed', 1);
+    const completed = consumer.executions.waitFor('completed');
     consumer.client.emit(PATTERNS.paid, withKey(setup, { eventId }, eventId));
     await completed;
-    const replayed = waitForEvent(consumer.executions, 'replayed', 1);
+    const replayed = consumer.executions.waitFor('replayed');
     consumer.client.emit(PATTERNS.paid, withKey(setup, { eventId }, eventId));
     await replayed;
     expect(consumer.executions.count('paid')).toBe(1);
   });
 });
-
-/** Resolves when the consumer has reported `count` more events of `type` (event-driven, no sleeps). */
-function waitForEvent(executions: Executions, type: IdempotencyEventType, count: number) {
-  const target = executions.ofType(type).length + count;
-  return new Promise<void>((resolve) => {
-    const events = executions.events;
-    const push = events.push.bind(events);
-    events.push = (...items) => {
-      const length = push(...items);
-      if (executions.ofType(type).length >= target) resolve();
-      return length;
-    };
-  });
-}
 
 describe('RabbitMQ at-least-once with manual ack', () => {
   it('does not process a message again after the consumer crashed between handler and ack', async () => {
@@ -168,11 +153,11 @@ describe('RabbitMQ at-least-once with manual ack', () => {
     const first = await startConsumer(setup, store, { shipping: true, serverOptions });
     const executions = first.executions;
     const eventId = newKey();
-    const completed = waitForEvent(executions, 'completed', 1);
+    const completed = executions.waitFor('completed');
     first.client.emit(PATTERNS.shipped, withKey(setup, { eventId }, eventId));
     await completed;
     // The process dies before acking: closing its connection makes RabbitMQ redeliver.
-    const replayed = waitForEvent(executions, 'replayed', 1);
+    const replayed = executions.waitFor('replayed');
     await first.close();
     const second = await startConsumer(setup, store, { shipping: true, serverOptions, executions });
     await replayed;

@@ -112,6 +112,36 @@ describe('IdempotencyModule', () => {
     }).toThrow('@Idempotent(): lockTtl must be a positive whole number, got -1');
   });
 
+  it('keeps records of two controllers with the same class name apart', async () => {
+    const make = (version: number) => {
+      @Controller(`v${version}/refunds`)
+      class RefundsController {
+        @Post()
+        @Idempotent()
+        create() {
+          return { version };
+        }
+      }
+      return RefundsController;
+    };
+    @Module({
+      imports: [IdempotencyModule.forRoot({ store: new MemoryIdempotencyStore() })],
+      controllers: [make(1), make(2)],
+    })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false });
+    await app.listen(0, '127.0.0.1');
+    try {
+      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      expect((await post(url, '/v1/refunds', { key: 'same' })).json()).toEqual({ version: 1 });
+      const v2 = await post(url, '/v2/refunds', { key: 'same' });
+      expect(v2.json()).toEqual({ version: 2 });
+      expect(v2.headers.get('idempotent-replayed')).toBeNull();
+    } finally {
+      await app.close();
+    }
+  });
+
   it('uses the in-memory store when neither redis nor store is given', async () => {
     const { app } = await boot(IdempotencyModule.forRoot({}));
     try {

@@ -164,6 +164,34 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
       expect(t.executions.count('short-lease')).toBe(1);
     });
 
+    it('filters headers again on replay: a tampered record cannot set cookies', async () => {
+      const key = newKey();
+      await post(t.url, '/payments', { key, body: { amount: 9 } });
+      const [completed] = t.executions.ofType('completed').slice(-1);
+      const meta = JSON.parse((await inspect.hget(completed.key!, 'm'))!);
+      meta.h = { ...meta.h, 'set-cookie': 'session=attacker', 'x-evil': '1' };
+      await inspect.hset(completed.key!, 'm', JSON.stringify(meta));
+      const replay = await post(t.url, '/payments', { key, body: { amount: 9 } });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.headers.get('set-cookie')).toBeNull();
+      expect(replay.headers.get('x-evil')).toBeNull();
+      expect(replay.headers.get('location')).toBe('/payments/42');
+    });
+
+    it('reports lease_lost when the heartbeat finds the lease gone', async () => {
+      const key = newKey();
+      const started = t.executions.nextStarted();
+      const first = post(t.url, '/payments/short-lease', { key });
+      const release = await started;
+      const [claimed] = t.executions.ofType('claimed').slice(-1);
+      const lost = t.executions.waitFor('lease_lost');
+      await inspect.del(claimed.key!);
+      await lost; // the next heartbeat (every 100 ms) finds the record gone
+      release();
+      expect((await first).status).toBe(201);
+      expect(t.executions.ofType('fenced').map((e) => e.key)).toContain(claimed.key);
+    });
+
     it('fences a handler that lost its lease: the request that took over keeps its stored result', async () => {
       const key = newKey();
       const started = t.executions.nextStarted();

@@ -175,7 +175,7 @@ export async function startConsumer(
     imports: [
       IdempotencyModule.forRoot({
         ...options,
-        onEvent: (event) => own.events.push(event),
+        onEvent: (event) => own.record(event),
       }),
     ],
     controllers: extra.shipping ? [ShippingConsumer] : [PaymentsConsumer],

@@ -17,6 +17,7 @@ import {
   ValidationPipe,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { NestExpressApplication } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { IsInt, IsPositive, IsString } from 'class-validator';
 import { Readable } from 'node:stream';
@@ -78,6 +79,27 @@ export class Executions {
 
   ofType(type: IdempotencyEvent['type']): IdempotencyEvent[] {
     return this.events.filter((event) => event.type === type);
+  }
+
+  private listeners: (() => void)[] = [];
+
+  /** The onEvent listener: records the event and wakes the tests waiting for it. */
+  record(event: IdempotencyEvent): void {
+    this.events.push(event);
+    for (const listener of [...this.listeners]) listener();
+  }
+
+  /** Resolves once `count` more events of `type` have been recorded than there are now. */
+  waitFor(type: IdempotencyEvent['type'], count = 1): Promise<void> {
+    const target = this.ofType(type).length + count;
+    return new Promise((resolve) => {
+      const listener = () => {
+        if (this.ofType(type).length < target) return;
+        this.listeners = this.listeners.filter((l) => l !== listener);
+        resolve();
+      };
+      this.listeners.push(listener);
+    });
   }
 }
 
@@ -186,6 +208,13 @@ export class PaymentsController {
     res.status(200).send('raw body');
   }
 
+  @Post('date')
+  @Idempotent()
+  date() {
+    this.executions.hit('date');
+    return new Date(0);
+  }
+
   @Post('big')
   @Idempotent({ maxResponseBytes: 100 })
   big() {
@@ -255,7 +284,7 @@ export async function startTestApp(
       : IdempotencyModule.forRoot({
           ...options,
           onEvent: (event) => {
-            executions.events.push(event);
+            executions.record(event);
             options.onEvent?.(event);
           },
         });
@@ -269,7 +298,9 @@ export async function startTestApp(
   const app =
     platform === 'fastify'
       ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
+      : await NestFactory.create<NestExpressApplication>(AppModule, { logger: false });
+  // Fastify parses text/plain itself; Express needs a parser to put it in the fingerprint.
+  if (platform === 'express') (app as NestExpressApplication).useBodyParser('text');
   app.useGlobalPipes(new ValidationPipe({ whitelist: true }));
   await app.listen(0, '127.0.0.1');
   const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
@@ -280,7 +311,12 @@ export async function startTestApp(
 export async function post(
   url: string,
   path: string,
-  options: { key?: string; body?: unknown; headers?: Record<string, string> } = {},
+  options: {
+    key?: string;
+    body?: unknown;
+    headers?: Record<string, string>;
+    signal?: AbortSignal;
+  } = {},
 ): Promise<{ status: number; headers: Headers; bytes: Buffer; json: () => unknown; text: string }> {
   const headers: Record<string, string> = { ...options.headers };
   if (options.key !== undefined) headers['Idempotency-Key'] = options.key;
@@ -289,7 +325,12 @@ export async function post(
     headers['Content-Type'] ??= 'application/json';
     body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
   }
-  const response = await fetch(`${url}${path}`, { method: 'POST', headers, body });
+  const response = await fetch(`${url}${path}`, {
+    method: 'POST',
+    headers,
+    body,
+    signal: options.signal,
+  });
   const bytes = Buffer.from(await response.arrayBuffer());
   const text = bytes.toString('utf8');
   return {

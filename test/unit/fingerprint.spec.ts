@@ -41,3 +41,18 @@ describe('fingerprint on hostile payloads', () => {
     expect(fingerprint(['POST', '/x'], deep)).not.toBe(fingerprint(['POST', '/x'], deeper));
   });
 });
+
+describe('fingerprint on cyclic payloads', () => {
+  it('terminates, and still tells cycles through different paths apart', () => {
+    const a: Record<string, unknown> = { x: 1 };
+    a.self = a;
+    const b: Record<string, unknown> = { x: 2 };
+    b.self = b;
+    expect(fingerprint(['rpc'], a)).not.toBe(fingerprint(['rpc'], b));
+    const shared = { y: 1 };
+    // A shared (acyclic) object is no cycle: it hashes like two copies.
+    expect(fingerprint(['rpc'], { p: shared, q: shared })).toBe(
+      fingerprint(['rpc'], { p: { y: 1 }, q: { y: 1 } }),
+    );
+  });
+});
