@@ -1,17 +1,20 @@
-import { NestFactory } from '@nestjs/core';
-import { AppModule } from './app.module';
+import { describeStore, readConfig } from './config';
+import { startSampleApp } from './sample-app';
 
 async function bootstrap(): Promise<void> {
-  const app = await NestFactory.create(AppModule);
+  const config = readConfig();
+  const { app, url, tcp } = await startSampleApp(config);
   app.enableShutdownHooks();
-  const port = Number(process.env.PORT ?? 3000);
-  await app.listen(port, '127.0.0.1');
-  const store = process.env.REDIS_URL ? `Redis at ${process.env.REDIS_URL}` : 'the in-memory store';
-  console.log(`Sample app listening on http://127.0.0.1:${port} using ${store}`);
+  console.log(`Sample app: HTTP on ${url}, TCP microservice on ${tcp.host}:${tcp.port}`);
+  console.log(`Idempotency records in ${describeStore(config.store)}`);
   console.log(
-    `Try: curl -i -X POST http://127.0.0.1:${port}/payments -H 'Idempotency-Key: demo-1' ` +
+    `Try: curl -i -X POST ${url}/payments -H 'Idempotency-Key: demo-1' ` +
       `-H 'Content-Type: application/json' -d '{"amount":100,"currency":"EUR"}'`,
   );
+  console.log(`Or run the whole tour: DEMO_URL=${url} npm run demo`);
 }
 
-void bootstrap();
+bootstrap().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

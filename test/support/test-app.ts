@@ -166,7 +166,7 @@ export class PaymentsController {
   }
 
   @Post('short-lease')
-  @Idempotent({ lockTtl: 300 })
+  @Idempotent({ lockTtl: 1_000 })
   async shortLease() {
     const n = this.executions.hit('short-lease');
     await this.executions.hold();
