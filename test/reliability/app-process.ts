@@ -1,0 +1,78 @@
+import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+
+const ROOT = join(__dirname, '..', '..');
+
+/** Builds dist/ once per test file: the child processes use the library as published. */
+export function buildLibrary(): void {
+  execFileSync(
+    process.execPath,
+    [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
+    {
+      cwd: ROOT,
+      stdio: 'inherit',
+    },
+  );
+}
+
+/** One app in its own process (test/reliability/fixtures/app-process.js). */
+export class AppProcess {
+  readonly lines: string[] = [];
+  private waiters: { pattern: RegExp; resolve: (line: string) => void }[] = [];
+  url = '';
+
+  private constructor(readonly child: ChildProcess) {
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      this.lines.push(line);
+      for (const waiter of [...this.waiters]) {
+        if (!waiter.pattern.test(line)) continue;
+        this.waiters = this.waiters.filter((w) => w !== waiter);
+        waiter.resolve(line);
+      }
+    });
+  }
+
+  static async start(env: Record<string, string>): Promise<AppProcess> {
+    const child = spawn(process.execPath, [join(__dirname, 'fixtures', 'app-process.js')], {
+      cwd: ROOT,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const app = new AppProcess(child);
+    const ready = await Promise.race([
+      app.waitForLine(/^READY \d+$/),
+      once(child, 'exit').then(([code]) => {
+        throw new Error(`app process exited with ${code} before it was ready`);
+      }),
+    ]);
+    app.url = `http://127.0.0.1:${ready.split(' ')[1]}`;
+    return app;
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Resolves with the next line (or an earlier one) matching `pattern`. */
+  waitForLine(pattern: RegExp): Promise<string> {
+    const seen = this.lines.find((line) => pattern.test(line));
+    if (seen) return Promise.resolve(seen);
+    return new Promise((resolve) => this.waiters.push({ pattern, resolve }));
+  }
+
+  events(type: string): string[] {
+    return this.lines.filter(
+      (line) => line.startsWith('EVENT ') && line.includes(`"type":"${type}"`),
+    );
+  }
+
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    const exited = once(this.child, 'exit');
+    this.child.kill('SIGCONT');
+    this.child.kill(signal);
+    await exited;
+  }
+}
