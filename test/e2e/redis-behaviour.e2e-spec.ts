@@ -114,7 +114,7 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
       ]);
     });
 
-    it('answers with the handler’s response and reports completion_failed when Redis dies mid-request', async () => {
+    it('answers with the handler’s response when Redis dies mid-request, and recovers when it restarts', async () => {
       const key = newKey();
       const started = t.executions.nextStarted();
       const pending = post(t.url, '/payments/slow', { key, body: { hold: true } });
@@ -129,6 +129,17 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
       // The app keeps serving: keyed requests fail closed, unkeyed ones run.
       expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(503);
       expect((await post(t.url, '/payments', { body: {} })).status).toBe(201);
+
+      // Redis restarts empty (no scripts cached): the app reconnects and reloads them itself.
+      const appClient = (t.app.get(IdempotencyStore) as RedisIdempotencyStore).client;
+      const ready = once(appClient, 'ready');
+      server = await startRedisServer({ port: server.port });
+      client = new Redis(server.url);
+      await ready;
+      const again = newKey();
+      expect((await post(t.url, '/payments', { key: again, body: {} })).status).toBe(201);
+      const replay = await post(t.url, '/payments', { key: again, body: {} });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
     });
   });
 
