@@ -114,6 +114,26 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
     expect(await stored()).toHaveLength(before);
   });
 
+  it('handles a binary body: Express passes it through unparsed, Fastify answers 415', async () => {
+    const key = `binary-${Date.now()}`;
+    const send = () =>
+      fetch(`${t.url}/payments/text`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/octet-stream', 'Idempotency-Key': key },
+        body: new Uint8Array([0, 255, 1, 254, 10, 13]),
+      });
+    const before = (await stored()).length;
+    const first = await send();
+    const again = await send();
+    if (platform === 'express') {
+      expect(first.status).toBe(201);
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+    } else {
+      expect([first.status, again.status]).toEqual([415, 415]);
+      expect(await stored()).toHaveLength(before);
+    }
+  });
+
   it('fingerprints a body nested 5 000 levels deep and replays it', async () => {
     const key = `deep-${Date.now()}`;
     const body = `{"amount":1,"deep":${'['.repeat(5_000)}${']'.repeat(5_000)}}`;
