@@ -1,4 +1,3 @@
-import { once } from 'node:events';
 import Redis from 'ioredis';
 import { IdempotencyEvent, IdempotencyStore, RedisIdempotencyStore } from '../../lib';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
@@ -36,6 +35,10 @@ async function roundTrips(
   }
   return calls;
 }
+
+/** The client's next 'ready' (events.once would reject on the reconnection errors before it). */
+const readyEvent = (client: { once(event: 'ready', listener: () => void): unknown }) =>
+  new Promise<void>((resolve) => client.once('ready', () => resolve()));
 
 let seq = 0;
 const newKey = () => `redis-${Date.now()}-${++seq}`;
@@ -132,7 +135,7 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
 
       // Redis restarts empty (no scripts cached): the app reconnects and reloads them itself.
       const appClient = (t.app.get(IdempotencyStore) as RedisIdempotencyStore).client;
-      const ready = once(appClient, 'ready');
+      const ready = readyEvent(appClient);
       server = await startRedisServer({ port: server.port });
       client = new Redis(server.url);
       await ready;
@@ -360,7 +363,7 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
       try {
         expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(503);
         const client = (t.app.get(IdempotencyStore) as RedisIdempotencyStore).client;
-        const ready = once(client, 'ready');
+        const ready = readyEvent(client);
         server = await startRedisServer({ port });
         await ready; // ioredis reconnects on its own, with backoff
         expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(201);
