@@ -12,6 +12,8 @@ const DURATION = Number(process.env.BENCH_DURATION ?? 5);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);
 const children = [];
+// Never leave a Redis or an app behind, even when the run dies.
+process.on('exit', () => children.forEach((child) => child.kill('SIGKILL')));
 
 const freePort = () =>
   new Promise((resolve) => {
