@@ -8,8 +8,11 @@ import { IdempotencyStore, RedisIdempotencyStore } from '../../lib';
 import { findFreePort, RedisProcess, startRedisServer } from '../support/redis-server';
 import { post, startTestApp, TestApp } from '../support/test-app';
 
+/** Every sentinel started, so afterAll stops them even when beforeAll failed halfway. */
+const sentinelProcesses: ChildProcess[] = [];
+
 /** A redis-server in sentinel mode (it needs a config file of its own, which it rewrites). */
-async function startSentinel(masterPort: number): Promise<{ port: number; stop(): Promise<void> }> {
+async function startSentinel(masterPort: number): Promise<{ port: number; dir: string }> {
   const port = await findFreePort();
   const dir = mkdtempSync(join(tmpdir(), 'sentinel-'));
   const conf = join(dir, 'sentinel.conf');
@@ -25,21 +28,32 @@ async function startSentinel(masterPort: number): Promise<{ port: number; stop()
       '',
     ].join('\n'),
   );
-  const child: ChildProcess = spawn('redis-server', [conf, '--sentinel'], { stdio: 'ignore' });
-  const client = new Redis({ port, lazyConnect: true, retryStrategy: (n) => (n > 50 ? null : 50) });
-  await client.connect(); // retried until the sentinel listens
-  client.disconnect();
-  return {
-    port,
-    stop: async () => {
-      if (child.exitCode === null) {
-        const exited = once(child, 'exit');
-        child.kill('SIGKILL');
-        await exited;
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
+  const child = spawn('redis-server', [conf, '--sentinel'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  sentinelProcesses.push(child);
+  // Ready once it logs that it monitors the master (it listens before that).
+  await new Promise<void>((resolve, reject) => {
+    let log = '';
+    child.stdout!.on('data', (chunk) => {
+      log += chunk;
+      if (log.includes('+monitor master mymaster')) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`sentinel exited with ${code}: ${log}`)));
+  });
+  child.stdout!.resume();
+  return { port, dir };
+}
+
+async function stopSentinels(): Promise<void> {
+  await Promise.all(
+    sentinelProcesses.splice(0).map(async (child) => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = once(child, 'exit');
+      child.kill('SIGKILL');
+      await exited;
+    }),
+  );
 }
 
 /** Resolves once the replica's replication offset has reached the master's. */
@@ -63,7 +77,7 @@ async function replicaCaughtUp(masterPort: number, replicaPort: number): Promise
 describe('Redis Sentinel', () => {
   let master: RedisProcess;
   let replica: RedisProcess;
-  let sentinels: { port: number; stop(): Promise<void> }[];
+  let sentinels: { port: number; dir: string }[] = [];
   let t: TestApp;
 
   beforeAll(async () => {
@@ -80,7 +94,8 @@ describe('Redis Sentinel', () => {
   }, 60_000);
   afterAll(async () => {
     await t?.close();
-    await Promise.all((sentinels ?? []).map((s) => s.stop()));
+    await stopSentinels();
+    for (const { dir } of sentinels) rmSync(dir, { recursive: true, force: true });
     await replica?.stop();
     await master?.stop();
   });
