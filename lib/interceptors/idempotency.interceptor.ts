@@ -39,6 +39,15 @@ const STORE_RETRY_AFTER_MS = 1_000;
 /** Nest's metadata that tells routes apart: path, version, microservice pattern (Nest 10-12). */
 const ROUTE_METADATA = ['path', '__version__', 'microservices:pattern'];
 
+/** What the interceptor works out once per route. */
+interface Route {
+  options: ResolvedIdempotencyOptions;
+  /** `Controller.method`, for logs and events. */
+  name: string;
+  /** What tells this route apart from every other: name, path, version, pattern. */
+  id: string;
+}
+
 /** One request's claim, as the interceptor tracks it while the handler runs. */
 interface Claim {
   key: string;
@@ -56,10 +65,8 @@ interface Claim {
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
   protected readonly logger = new Logger('Idempotency');
-  private readonly routes = new WeakMap<
-    object,
-    WeakMap<object, ResolvedIdempotencyOptions | null>
-  >();
+  /** Per controller class and handler: what never changes between requests, worked out once. */
+  private readonly routes = new WeakMap<object, WeakMap<object, Route | null>>();
   private readonly adapters: Partial<Record<ContextType, IdempotencyContextAdapter>>;
   private readonly warned = new Set<string>();
 
@@ -77,7 +84,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const options = this.getRouteOptions(context);
     if (!options) return next.handle();
     const adapter = this.getAdapter(context);
-    const handler = `${context.getClass().name}.${context.getHandler().name}`;
+    const handler = this.route(context)?.name ?? routeName(context);
     const unsupported = adapter
       ? adapter.unsupported(context)
       : `${context.getType()} handlers are not supported yet`;
@@ -94,18 +101,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** The route's options (module < controller < method), or undefined when it is not idempotent. */
   protected getRouteOptions(context: ExecutionContext): ResolvedIdempotencyOptions | undefined {
-    const target = context.getClass();
-    const handler = context.getHandler();
-    let perClass = this.routes.get(target);
-    if (!perClass) this.routes.set(target, (perClass = new WeakMap()));
-    let options = perClass.get(handler);
-    if (options === undefined) {
-      const onClass = this.reflector.get(Idempotent, target);
-      const onMethod = this.reflector.get(Idempotent, handler);
-      options = onClass || onMethod ? mergeOptions(this.options, onClass, onMethod) : null;
-      perClass.set(handler, options);
-    }
-    return options ?? undefined;
+    return this.route(context)?.options;
   }
 
   /** The transport adapter for this context, or undefined when the transport is not supported. */
@@ -122,17 +118,41 @@ export class IdempotencyInterceptor implements NestInterceptor {
    */
   protected getScope(
     context: ExecutionContext,
-    handler: string,
+    _handler: string,
     options: ResolvedIdempotencyOptions,
   ): string {
-    const target = context.getClass();
-    const method = context.getHandler();
-    const route = ROUTE_METADATA.map((key) => [
-      Reflect.getMetadata(key, target),
-      Reflect.getMetadata(key, method),
-    ]);
     const tenant = options.scope?.(context);
-    return JSON.stringify([handler, route, tenant ?? null]);
+    // A subclass may make routes idempotent through getRouteOptions() alone: no cached route then.
+    const route = this.route(context)?.id ?? routeName(context);
+    return tenant === undefined ? route : `${route}\0${tenant}`;
+  }
+
+  /** The cached facts of an `@Idempotent()` route, or null for any other route. */
+  private route(context: ExecutionContext): Route | null {
+    const target = context.getClass();
+    const handler = context.getHandler();
+    let perClass = this.routes.get(target);
+    if (!perClass) this.routes.set(target, (perClass = new WeakMap()));
+    let route = perClass.get(handler);
+    if (route === undefined) {
+      const onClass = this.reflector.get(Idempotent, target);
+      const onMethod = this.reflector.get(Idempotent, handler);
+      const name = routeName(context);
+      const metadata = ROUTE_METADATA.map((key) => [
+        Reflect.getMetadata(key, target),
+        Reflect.getMetadata(key, handler),
+      ]);
+      route =
+        onClass || onMethod
+          ? {
+              options: mergeOptions(this.options, onClass, onMethod),
+              name,
+              id: JSON.stringify([name, metadata]),
+            }
+          : null;
+      perClass.set(handler, route);
+    }
+    return route;
   }
 
   private async claimAndRun(
@@ -361,6 +381,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     this.warned.add(id);
     this.logger.warn(`${handler}: ${message}`);
   }
+}
+
+function routeName(context: ExecutionContext): string {
+  return `${context.getClass().name}.${context.getHandler().name}`;
 }
 
 function describe(error: unknown): string {

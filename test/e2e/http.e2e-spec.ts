@@ -255,6 +255,24 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       if (storeKind === 'redis') expect((await keysUnder(redis, prefix)).length).toBe(before);
     });
 
+    it('reads the key through the key option and validates it like the header', async () => {
+      const requestId = newKey();
+      const first = await post(t.url, '/payments/custom-key', {
+        headers: { 'x-request-id': requestId },
+      });
+      const again = await post(t.url, '/payments/custom-key', {
+        headers: { 'x-request-id': requestId },
+      });
+      expect(again.headers.get('idempotent-replayed')).toBe('true');
+      expect(again.text).toBe(first.text);
+      const tooLong = await post(t.url, '/payments/custom-key', {
+        headers: { 'x-request-id': 'k'.repeat(256) },
+      });
+      expect(tooLong.status).toBe(400);
+      expect(tooLong.json()).toMatchObject({ code: 'IDEMPOTENCY_KEY_INVALID' });
+      expect(t.executions.count('custom-key')).toBe(1);
+    });
+
     it('answers 400 to a repeated Idempotency-Key header', async () => {
       const { request } = await import('node:http');
       const status = await new Promise<number>((resolve, reject) => {

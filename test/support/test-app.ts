@@ -227,6 +227,12 @@ export class PaymentsController {
     return { run: this.executions.hit('tenant'), tenant: req.headers['x-tenant'] };
   }
 
+  @Post('custom-key')
+  @Idempotent({ key: (ctx) => ctx.switchToHttp().getRequest().headers['x-request-id'] })
+  customKey() {
+    return { run: this.executions.hit('custom-key') };
+  }
+
   @Post('plain')
   plain() {
     return { run: this.executions.hit('plain') };
