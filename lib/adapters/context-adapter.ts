@@ -39,5 +39,9 @@ export interface IdempotencyContextAdapter {
   ): Observable<unknown>;
 
   /** Turns a transport-neutral error into what this transport throws (HttpException...). */
-  toException(context: ExecutionContext, error: IdempotencyError): Error;
+  toException(
+    context: ExecutionContext,
+    error: IdempotencyError,
+    options: ResolvedIdempotencyOptions,
+  ): Error;
 }

@@ -28,6 +28,11 @@ import type {
   IdempotencyModuleOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
+import {
+  createOpenTelemetryMetrics,
+  IdempotencyMetrics,
+  IdempotencyStoreOperation,
+} from '../observability/metrics';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { parseIdempotencyKey, recordKey } from '../utils/key';
 import { mergeOptions } from '../utils/options';
@@ -69,6 +74,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly routes = new WeakMap<object, WeakMap<object, Route | null>>();
   private readonly adapters: Partial<Record<ContextType, IdempotencyContextAdapter>>;
   private readonly warned = new Set<string>();
+  private readonly metrics?: IdempotencyMetrics;
 
   constructor(
     protected readonly store: IdempotencyStore,
@@ -78,6 +84,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     adapterHost: HttpAdapterHost,
   ) {
     this.adapters = { http: new HttpContextAdapter(adapterHost) };
+    if (options.metrics !== false) this.metrics = createOpenTelemetryMetrics();
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -95,7 +102,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       return await this.claimAndRun(context, next, adapter, options, handler);
     } catch (error) {
-      throw error instanceof IdempotencyError ? adapter.toException(context, error) : error;
+      throw error instanceof IdempotencyError
+        ? adapter.toException(context, error, options)
+        : error;
     }
   }
 
@@ -342,10 +351,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /** A store call bounded by storeTimeout, so a hung store cannot hang a request. */
   private async call<T>(
-    operation: string,
+    operation: IdempotencyStoreOperation,
     promise: Promise<T>,
     options: ResolvedIdempotencyOptions,
   ): Promise<T> {
+    const started = this.metrics ? performance.now() : 0;
+    let failed = false;
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -355,8 +366,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     });
     try {
       return await Promise.race([promise, timeout]);
+    } catch (error) {
+      failed = true;
+      throw error;
     } finally {
       clearTimeout(timer);
+      this.metrics?.storeLatency(operation, performance.now() - started, failed);
     }
   }
 
@@ -367,6 +382,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     key?: string,
     error?: unknown,
   ): void {
+    this.metrics?.outcome(type, handler);
     if (!options.onEvent) return;
     try {
       options.onEvent({ type, handler, key, error });

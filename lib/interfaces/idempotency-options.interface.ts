@@ -62,6 +62,40 @@ export interface IdempotencyOptions {
    * a completion that times out is logged. Default: 2 000.
    */
   storeTimeout?: number;
+  /**
+   * What a duplicate gets while the first request with its key is still running: `'reject'`
+   * answers 409 with Retry-After; `'wait'` holds the duplicate until the first one finishes and
+   * then replays its response (or, if it failed, runs the handler itself). The store notifies
+   * waiters (Redis pub/sub, sharded on a Cluster; in process for the memory store); nothing polls.
+   * Default: `'reject'`.
+   */
+  onConflict?: 'reject' | 'wait';
+  /**
+   * Longest a duplicate waits with `onConflict: 'wait'`, in milliseconds, before it gets the 409
+   * it would have had. Never longer than the lease the first request has left. Default: 10 000.
+   */
+  waitTimeout?: number;
+  /**
+   * Compresses stored bodies of at least `threshold` bytes with node:zlib; replays decompress
+   * them transparently. `false` stores bodies as they are. Default: brotli (quality 4) from 1 KiB.
+   */
+  compression?: false | IdempotencyCompressionOptions;
+  /**
+   * HTTP error bodies as RFC 9457 problem details (`application/problem+json` with `type`,
+   * `title`, `status`, `detail`, `code`) instead of Nest's `{ statusCode, error, message }`.
+   * `true` uses this package's documentation as the `type` base. Default: false.
+   */
+  problemDetails?: boolean | { typeBaseUri: string };
+}
+
+/** How stored bodies are compressed (option `compression`). */
+export interface IdempotencyCompressionOptions {
+  /** Algorithm from node:zlib. Default: `'brotli'`. */
+  algorithm?: 'brotli' | 'gzip' | 'deflate';
+  /** Smallest body compressed, in bytes; smaller ones are stored as they are. Default: 1 024. */
+  threshold?: number;
+  /** Compression level: brotli quality 0-11, gzip/deflate level 1-9. Default: 4 (brotli), 6 (gzip, deflate). */
+  level?: number;
 }
 
 /** Connection settings for a Redis Cluster the module creates itself. */
@@ -84,6 +118,12 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
   store?: IdempotencyStore;
   /** Receives every outcome (claimed, replayed, conflict, ...); keys are hashed, never raw. */
   onEvent?: (event: IdempotencyEvent) => void;
+  /**
+   * Record OpenTelemetry metrics (a counter per outcome, a histogram of store latency) through
+   * `@opentelemetry/api` when that package is installed; without an SDK they cost next to
+   * nothing. Default: true.
+   */
+  metrics?: boolean;
 }
 
 /** Extra `forRoot()` / `forRootAsync()` settings that shape the module itself. */

@@ -18,10 +18,24 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   maxKeyLength: 255,
   keyPrefix: 'idempotency:',
   storeTimeout: 2_000,
+  onConflict: 'reject',
+  waitTimeout: 10_000,
+  compression: { algorithm: 'brotli', threshold: 1024 },
+  problemDetails: false,
 };
 
+const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
+const LEVELS: Record<string, [number, number]> = { brotli: [0, 11], gzip: [1, 9], deflate: [1, 9] };
+
 /** Options that are positive whole numbers (milliseconds, bytes or characters). */
-const COUNTS = ['ttl', 'lockTtl', 'storeTimeout', 'maxResponseBytes', 'maxKeyLength'] as const;
+const COUNTS = [
+  'ttl',
+  'lockTtl',
+  'storeTimeout',
+  'maxResponseBytes',
+  'maxKeyLength',
+  'waitTimeout',
+] as const;
 const FLAGS = ['required', 'fingerprint', 'failOpen'] as const;
 const FUNCTIONS = ['key', 'scope', 'onReplay'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -59,6 +73,18 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
   if (options.keyPrefix !== undefined && typeof options.keyPrefix !== 'string') {
     fail(`keyPrefix must be a string, got ${typeof options.keyPrefix}`);
   }
+  if (options.onConflict !== undefined && !['reject', 'wait'].includes(options.onConflict)) {
+    fail(`onConflict must be 'reject' or 'wait', got ${JSON.stringify(options.onConflict)}`);
+  }
+  validateCompression(options.compression, fail);
+  const problem = options.problemDetails;
+  if (
+    problem !== undefined &&
+    typeof problem !== 'boolean' &&
+    typeof (problem as { typeBaseUri?: unknown })?.typeBaseUri !== 'string'
+  ) {
+    fail('problemDetails must be a boolean or { typeBaseUri: string }');
+  }
   if (options.replayHeaders !== undefined) {
     if (!Array.isArray(options.replayHeaders))
       fail('replayHeaders must be an array of header names');
@@ -72,6 +98,27 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
     }
   }
   return options;
+}
+
+function validateCompression(
+  compression: IdempotencyOptions['compression'],
+  fail: (message: string) => never,
+): void {
+  if (compression === undefined || compression === false) return;
+  if (typeof compression !== 'object' || compression === null) {
+    fail('compression must be false or { algorithm?, threshold?, level? }');
+  }
+  const { algorithm = 'brotli', threshold, level } = compression;
+  if (!ALGORITHMS.includes(algorithm)) {
+    fail(`compression.algorithm must be one of ${ALGORITHMS.join(', ')}, got ${String(algorithm)}`);
+  }
+  if (threshold !== undefined && !(Number.isSafeInteger(threshold) && threshold >= 0)) {
+    fail(`compression.threshold must be a whole number of bytes, got ${String(threshold)}`);
+  }
+  const [min, max] = LEVELS[algorithm];
+  if (level !== undefined && !(Number.isInteger(level) && level >= min && level <= max)) {
+    fail(`compression.level for ${algorithm} must be ${min} to ${max}, got ${String(level)}`);
+  }
 }
 
 /** Validates the module options and fills in every default. */
