@@ -5,6 +5,7 @@ import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-optio
 import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
+import { loadPeer } from '../utils/load-optional';
 
 /** Payload field read when the transport carries no key header. */
 export const PAYLOAD_KEY_FIELD = 'idempotencyKey';
@@ -36,8 +37,10 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
 
   constructor() {
     // Loaded here, not at import: HTTP-only apps need not install @nestjs/microservices.
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    this.RpcException = require('@nestjs/microservices').RpcException;
+    this.RpcException = loadPeer<{ RpcException: RpcExceptionClass }>(
+      '@nestjs/microservices',
+      'making @MessagePattern and @EventPattern handlers idempotent',
+    ).RpcException;
   }
 
   unsupported(): undefined {

@@ -4,6 +4,7 @@ import type { IdempotencyModuleOptions } from '../interfaces/idempotency-options
 import type { IdempotencyStore } from './idempotency.store';
 import { MemoryIdempotencyStore } from './memory-idempotency.store';
 import { RedisIdempotencyStore } from './redis-idempotency.store';
+import { loadPeer } from '../utils/load-optional';
 
 const logger = new Logger('Idempotency');
 let warnedMemory = false;
@@ -37,7 +38,7 @@ function createRedisClient(config: NonNullable<IdempotencyModuleOptions['redis']
   owned: boolean;
 } {
   if (isClient(config)) return { client: config, owned: false };
-  const ioredis = loadIoredis();
+  const ioredis = loadPeer<typeof import('ioredis')>('ioredis', 'the `redis` option');
   let client: Redis | Cluster;
   if (typeof config === 'string') {
     client = new ioredis.Redis(config, CLIENT_DEFAULTS);
@@ -62,17 +63,6 @@ function createRedisClient(config: NonNullable<IdempotencyModuleOptions['redis']
     logger.log('Redis connection is back');
   });
   return { client, owned: true };
-}
-
-function loadIoredis(): typeof import('ioredis') {
-  try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return require('ioredis');
-  } catch {
-    throw new Error(
-      'IdempotencyModule: the `redis` option needs the ioredis package. Install it: npm install ioredis',
-    );
-  }
 }
 
 /** Waits (bounded) until a client the module created is ready, so boot does not race the first request. */
