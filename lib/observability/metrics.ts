@@ -1,7 +1,7 @@
 import type { IdempotencyEventType } from '../interfaces/idempotency-event.interface';
 
 /** Store operations the interceptor times. */
-export type IdempotencyStoreOperation = 'claim' | 'complete' | 'release' | 'extend';
+export type IdempotencyStoreOperation = 'claim' | 'complete' | 'release' | 'extend' | 'watch';
 
 /** What the interceptor reports to a metrics backend. */
 export interface IdempotencyMetrics {
