@@ -1,11 +1,18 @@
 --[[
   Claim an idempotency key, or report who holds it, in one round trip.
 
+  A record is one string (GET/SET): a MessagePack sequence, so that a small completed response
+  costs one allocation, not a hash table.
+    pending:   'p', fingerprint, owner token, waiting (1 when a duplicate waits to be notified)
+    completed: 'c', fingerprint, meta, body
+
   Input:
-    KEYS[1] record key (a hash: s state, o owner token, f fingerprint, m meta, b body)
+    KEYS[1] record key
     ARGV[1] owner token of the caller
     ARGV[2] request fingerprint ('' = do not compare)
     ARGV[3] lease in milliseconds
+    ARGV[4] '1' when the caller waits for the outcome: completion and release then publish to
+            the channel named like the key
 
   Output: { code, lease ms left, meta, body }
     1 claimed      the caller now owns a fresh lease
@@ -15,21 +22,24 @@
 ]]
 local rcall = redis.call
 local key = KEYS[1]
-local record = rcall('HMGET', key, 's', 'f', 'm', 'b')
-local state, fingerprint = record[1], record[2]
+local value = rcall('GET', key)
 
-if not state then
-  rcall('HSET', key, 's', 'p', 'o', ARGV[1], 'f', ARGV[2])
-  rcall('PEXPIRE', key, ARGV[3])
+if not value then
+  rcall('SET', key, cmsgpack.pack('p', ARGV[2], ARGV[1], 0), 'PX', ARGV[3])
   return {1}
 end
 
-if ARGV[2] ~= '' and fingerprint and fingerprint ~= '' and fingerprint ~= ARGV[2] then
+local state, fingerprint, third, fourth = cmsgpack.unpack(value)
+
+if ARGV[2] ~= '' and fingerprint ~= '' and fingerprint ~= ARGV[2] then
   return {3}
 end
 
 if state == 'c' then
-  return {4, 0, record[3], record[4]}
+  return {4, 0, third, fourth}
 end
 
+if ARGV[4] == '1' and fourth ~= 1 then
+  rcall('SET', key, cmsgpack.pack('p', fingerprint, third, 1), 'KEEPTTL')
+end
 return {2, rcall('PTTL', key)}

@@ -1,6 +1,7 @@
 --[[
   Store the response of a claimed key, only if the caller still owns its lease (fencing):
   a handler that outlived its lease must not overwrite the work of the owner that took over.
+  Notifies waiting duplicates (see claim-1.lua).
 
   Input:
     KEYS[1] record key
@@ -8,6 +9,7 @@
     ARGV[2] response meta (status, headers, body type)
     ARGV[3] response body
     ARGV[4] result retention in milliseconds
+    ARGV[5] how to notify waiters: 'PUBLISH', or 'SPUBLISH' on a Cluster
 
   Output:
     1 stored
@@ -15,12 +17,18 @@
 ]]
 local rcall = redis.call
 local key = KEYS[1]
-local record = rcall('HMGET', key, 's', 'o')
-
-if record[1] ~= 'p' or record[2] ~= ARGV[1] then
+local value = rcall('GET', key)
+if not value then
   return 0
 end
 
-rcall('HSET', key, 's', 'c', 'm', ARGV[2], 'b', ARGV[3])
-rcall('PEXPIRE', key, ARGV[4])
+local state, fingerprint, owner, waiting = cmsgpack.unpack(value)
+if state ~= 'p' or owner ~= ARGV[1] then
+  return 0
+end
+
+rcall('SET', key, cmsgpack.pack('c', fingerprint, ARGV[2], ARGV[3]), 'PX', ARGV[4])
+if waiting == 1 then
+  rcall(ARGV[5], key, 'c')
+end
 return 1

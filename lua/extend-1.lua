@@ -12,9 +12,13 @@
 ]]
 local rcall = redis.call
 local key = KEYS[1]
-local record = rcall('HMGET', key, 's', 'o')
+local value = rcall('GET', key)
+if not value then
+  return 0
+end
 
-if record[1] ~= 'p' or record[2] ~= ARGV[1] then
+local state, _, owner = cmsgpack.unpack(value)
+if state ~= 'p' or owner ~= ARGV[1] then
   return 0
 end
 

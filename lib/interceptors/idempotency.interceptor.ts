@@ -33,10 +33,10 @@ import {
   IdempotencyMetrics,
   IdempotencyStoreOperation,
 } from '../observability/metrics';
-import { IdempotencyStore } from '../stores/idempotency.store';
+import { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
 import { parseIdempotencyKey, recordKey } from '../utils/key';
 import { mergeOptions } from '../utils/options';
-import { decodeResponse, encodeResponse } from '../utils/response-codec';
+import { decodeResponse, encodeResponse, packResponse } from '../utils/response-codec';
 
 /** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
 const STORE_RETRY_AFTER_MS = 1_000;
@@ -187,15 +187,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
       handler,
       options,
     };
-    const fingerprint = options.fingerprint ? adapter.fingerprint(context) : '';
+    const request: ClaimRequest = {
+      token: claim.token,
+      fingerprint: options.fingerprint ? adapter.fingerprint(context) : '',
+      leaseMs: options.lockTtl,
+    };
 
-    let result;
+    let result: ClaimResult;
     try {
-      result = await this.call(
-        'claim',
-        this.store.claim(claim.key, { token: claim.token, fingerprint, leaseMs: options.lockTtl }),
-        options,
-      );
+      result = await this.call('claim', this.store.claim(claim.key, request), options);
     } catch (error) {
       this.emit(options, 'store_error', handler, claim.key, error);
       if (options.failOpen) {
@@ -207,12 +207,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.logger.error(`${handler}: store failed (${describe(error)}); answering 503`);
       throw new IdempotencyStoreUnavailableError(STORE_RETRY_AFTER_MS, { cause: error });
     }
+    if (result.status === 'in_progress' && options.onConflict === 'wait') {
+      result = await this.waitForOutcome(claim, request, result);
+    }
 
     switch (result.status) {
       case 'completed':
         this.emit(options, 'replayed', handler, claim.key);
         options.onReplay?.(context);
-        return adapter.replay(context, decodeResponse(result.response), options);
+        return adapter.replay(context, await decodeResponse(result.response), options);
       case 'in_progress':
         this.emit(options, 'conflict', handler, claim.key);
         throw new IdempotencyInProgressError(result.retryAfterMs);
@@ -222,6 +225,58 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     this.emit(options, 'claimed', handler, claim.key);
     return this.run(context, next, adapter, claim);
+  }
+
+  /**
+   * `onConflict: 'wait'`: holds a duplicate until the request that holds its key completes or
+   * fails, then claims again, which replays the stored response, or claims the key when the first
+   * request failed or its lease ran out (a crashed holder). Never polls: it claims again only
+   * when the store notifies it or when the holder's lease runs out. After `waitTimeout`, or when
+   * the store cannot notify, it returns the in-progress result (409).
+   */
+  private async waitForOutcome(
+    claim: Claim,
+    request: ClaimRequest,
+    first: ClaimResult & { status: 'in_progress' },
+  ): Promise<ClaimResult> {
+    const { options, handler, key } = claim;
+    const deadline = performance.now() + options.waitTimeout;
+    let wake!: () => void;
+    let woken = new Promise<void>((resolve) => (wake = resolve));
+    const watching = this.store.watch(key, () => wake());
+    let unwatch: (() => void) | undefined;
+    try {
+      unwatch = await this.call('watch', watching, options);
+    } catch (error) {
+      // It may still subscribe later: end that subscription then.
+      watching.then(
+        (late) => late?.(),
+        () => {},
+      );
+      this.logger.warn(`${handler}: cannot wait on ${key} (${describe(error)}); answering 409`);
+    }
+    if (!unwatch) return first;
+    this.emit(options, 'waiting', handler, key);
+    let result: ClaimResult = first;
+    try {
+      for (;;) {
+        // Claimed again after watching, so an outcome between the two calls is not missed.
+        result = await this.call(
+          'claim',
+          this.store.claim(key, { ...request, waiting: true }),
+          options,
+        );
+        const left = deadline - performance.now();
+        if (result.status !== 'in_progress' || left <= 0) return result;
+        await wakeOrTimeout(woken, Math.min(left, result.retryAfterMs + 1));
+        woken = new Promise<void>((resolve) => (wake = resolve));
+      }
+    } catch (error) {
+      this.logger.warn(`${handler}: waiting on ${key} failed (${describe(error)}); answering 409`);
+      return result;
+    } finally {
+      unwatch();
+    }
   }
 
   /**
@@ -269,22 +324,23 @@ export class IdempotencyInterceptor implements NestInterceptor {
     values: unknown[],
   ): Promise<void> {
     const { options, handler, key } = claim;
-    let stored;
+    let encoded;
     try {
       const snapshot = adapter.capture(context, values, options);
       if (typeof snapshot === 'string')
         return this.notReplayable(claim, `the response is ${snapshot}`);
-      stored = encodeResponse(snapshot);
+      encoded = encodeResponse(snapshot);
     } catch (error) {
       return this.notReplayable(claim, `the response cannot be serialised (${describe(error)})`);
     }
-    if (stored.body.length > options.maxResponseBytes) {
+    if (encoded.body.length > options.maxResponseBytes) {
       return this.notReplayable(
         claim,
-        `the response has ${stored.body.length} bytes, over maxResponseBytes (${options.maxResponseBytes})`,
+        `the response has ${encoded.body.length} bytes, over maxResponseBytes (${options.maxResponseBytes})`,
       );
     }
     try {
+      const stored = await packResponse(encoded, options.compression);
       const owned = await this.call(
         'complete',
         this.store.complete(key, claim.token, stored, options.ttl),
@@ -396,6 +452,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (this.warned.has(id)) return;
     this.warned.add(id);
     this.logger.warn(`${handler}: ${message}`);
+  }
+}
+
+/** Resolves when `woken` does or after `ms`, whichever is first. */
+async function wakeOrTimeout(woken: Promise<void>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  try {
+    await Promise.race([woken, timeout]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

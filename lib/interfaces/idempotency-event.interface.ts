@@ -8,6 +8,11 @@ export type IdempotencyEventType =
   | 'replayed'
   /** Another request with the key is in progress (409). */
   | 'conflict'
+  /**
+   * Another request with the key is in progress and this one waits for its outcome
+   * (`onConflict: 'wait'`); `replayed`, `claimed` or `conflict` follows.
+   */
+  | 'waiting'
   /** The key was reused with another payload (422). */
   | 'mismatch'
   /** The handler failed (or its response cannot be stored) and the claim was given up. */

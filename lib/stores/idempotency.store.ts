@@ -6,6 +6,11 @@ export interface ClaimRequest {
   fingerprint: string;
   /** Lease in milliseconds: how long the claim lives unless it is extended or completed. */
   leaseMs: number;
+  /**
+   * The caller waits for the outcome of an in-progress record (`onConflict: 'wait'`) and has
+   * {@link IdempotencyStore.watch watched} the key: its completion or release must notify.
+   */
+  waiting?: boolean;
 }
 
 /** A stored response, opaque to the store: the interceptor encodes and decodes it. */
@@ -58,6 +63,16 @@ export abstract class IdempotencyStore {
 
   /** Renew the lease to `leaseMs` from now, only if `token` still owns it. @returns whether it did. */
   abstract extend(key: string, token: string, leaseMs: number): Promise<boolean>;
+
+  /**
+   * Calls `listener` whenever the record at `key` is completed or released after a claim made
+   * with `waiting: true` found it in progress (a store may notify more often). Resolves once the
+   * subscription is active, so nothing that happens after it is missed, with the function that
+   * ends it. A store that cannot notify resolves undefined: waiting duplicates then get 409.
+   */
+  async watch(_key: string, _listener: () => void): Promise<(() => void) | undefined> {
+    return undefined;
+  }
 
   /** Free resources the store created (timers, connections it owns). Never closes borrowed clients. */
   async close(): Promise<void> {}

@@ -31,6 +31,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   private readonly now: () => number;
   private readonly sweeper?: NodeJS.Timeout;
   private readonly maxEntries: number;
+  private readonly watchers = new Map<string, Set<() => void>>();
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     super();
@@ -82,12 +83,14 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     // Copy the body: the caller's buffer may be reused or mutated after the call.
     record.response = { meta: response.meta, body: Buffer.from(response.body) };
     record.expiresAt = this.now() + ttlMs;
+    this.notify(key);
     return true;
   }
 
   async release(key: string, token: string): Promise<boolean> {
     if (!this.owned(key, token)) return false;
     this.records.delete(key);
+    this.notify(key);
     return true;
   }
 
@@ -98,9 +101,26 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     return true;
   }
 
+  override async watch(key: string, listener: () => void): Promise<() => void> {
+    let listeners = this.watchers.get(key);
+    if (!listeners) this.watchers.set(key, (listeners = new Set()));
+    listeners.add(listener);
+    return () => {
+      listeners.delete(listener);
+      if (listeners.size === 0 && this.watchers.get(key) === listeners) this.watchers.delete(key);
+    };
+  }
+
   override async close(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
     this.records.clear();
+    this.watchers.clear();
+  }
+
+  /** Tells the key's watchers, after the current call returns, that its record changed. */
+  private notify(key: string): void {
+    const listeners = this.watchers.get(key);
+    if (listeners) queueMicrotask(() => listeners.forEach((listener) => listener()));
   }
 
   private live(key: string): MemoryRecord | undefined {

@@ -20,12 +20,25 @@ const enum ClaimCode {
   Completed = 4,
 }
 
+/** A key's watchers and the subscription that feeds them. */
+interface Watch {
+  listeners: Set<() => void>;
+  subscribed: Promise<unknown>;
+}
+
 /**
- * The Redis store: one hash per key, every operation a single Lua script (one round trip,
+ * The Redis store: one string per key, every operation a single Lua script (one round trip,
  * atomic, one key, so it is Cluster-safe). Works with a single node, Sentinel and Cluster clients.
+ *
+ * Waiting duplicates (`onConflict: 'wait'`) are notified through pub/sub on a channel named like
+ * the key: PUBLISH/SUBSCRIBE on a single node, sharded SPUBLISH/SSUBSCRIBE on a Cluster (the
+ * channel lives on the key's shard). One subscriber connection per store, opened on first use.
  */
 export class RedisIdempotencyStore extends IdempotencyStore {
   private readonly commands: IdempotencyCommands;
+  private readonly sharded: boolean;
+  private subscriber?: Redis | Cluster;
+  private readonly watches = new Map<string, Watch>();
 
   constructor(
     /** The ioredis client (`Redis` or `Cluster`). */
@@ -34,6 +47,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   ) {
     super();
     this.commands = defineIdempotencyCommands(client);
+    this.sharded = client.isCluster;
   }
 
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
@@ -42,6 +56,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
       request.token,
       request.fingerprint,
       request.leaseMs,
+      request.waiting ? '1' : '0',
     )) as [number, number?, Buffer?, Buffer?];
     switch (reply[0]) {
       case ClaimCode.Claimed:
@@ -66,27 +81,87 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     response: StoredResponse,
     ttlMs: number,
   ): Promise<boolean> {
-    return (await this.commands.complete(key, token, response.meta, response.body, ttlMs)) === 1;
+    const { meta, body } = response;
+    return (await this.commands.complete(key, token, meta, body, ttlMs, this.publish)) === 1;
   }
 
   async release(key: string, token: string): Promise<boolean> {
-    return (await this.commands.release(key, token)) === 1;
+    return (await this.commands.release(key, token, this.publish)) === 1;
   }
 
   async extend(key: string, token: string, leaseMs: number): Promise<boolean> {
     return (await this.commands.extend(key, token, leaseMs)) === 1;
   }
 
-  override async close(): Promise<void> {
-    if (!this.options.ownsClient) return;
-    if (this.client.status !== 'ready') {
-      // Connecting, reconnecting or never connected: nothing to flush, just stop trying.
-      this.client.disconnect();
-      return;
+  override async watch(key: string, listener: () => void): Promise<() => void> {
+    // ioredis prefixes KEYS, so the scripts publish to the prefixed name.
+    const channel = (this.client.options.keyPrefix ?? '') + key;
+    let watch = this.watches.get(channel);
+    if (!watch) {
+      const subscriber = this.getSubscriber();
+      const subscribed = this.sharded
+        ? subscriber.ssubscribe(channel)
+        : subscriber.subscribe(channel);
+      watch = { listeners: new Set(), subscribed };
+      this.watches.set(channel, watch);
+      subscribed.catch(() => this.unwatch(channel, watch!));
     }
-    // Resolve once the connection is really gone, not when QUIT is acknowledged.
-    const ended = once(this.client, 'end');
-    await this.client.quit().catch(() => this.client.disconnect());
-    await ended;
+    watch.listeners.add(listener);
+    await watch.subscribed;
+    return () => {
+      watch.listeners.delete(listener);
+      if (watch.listeners.size === 0) this.unwatch(channel, watch);
+    };
   }
+
+  override async close(): Promise<void> {
+    const subscriber = this.subscriber;
+    this.subscriber = undefined;
+    this.watches.clear();
+    // The subscriber is always ours, even on a borrowed client.
+    await Promise.all([
+      subscriber && disconnect(subscriber),
+      this.options.ownsClient && disconnect(this.client),
+    ]);
+  }
+
+  /** 'PUBLISH', or on a Cluster 'SPUBLISH' (the channel stays on the key's shard). */
+  private get publish(): string {
+    return this.sharded ? 'SPUBLISH' : 'PUBLISH';
+  }
+
+  private getSubscriber(): Redis | Cluster {
+    if (this.subscriber) return this.subscriber;
+    // Queue while connecting: watch() is bounded by the caller's storeTimeout.
+    const subscriber = this.sharded
+      ? (this.client as Cluster).duplicate([], { shardedSubscribers: true })
+      : (this.client as Redis).duplicate({ enableOfflineQueue: true });
+    const notify = (channel: string | Buffer) =>
+      this.watches.get(String(channel))?.listeners.forEach((listener) => listener());
+    subscriber.on(this.sharded ? 'smessage' : 'message', notify);
+    // Errors surface as failed watch() calls; ioredis reconnects and resubscribes on its own.
+    subscriber.on('error', () => {});
+    return (this.subscriber = subscriber);
+  }
+
+  private unwatch(channel: string, watch: Watch): void {
+    if (this.watches.get(channel) !== watch) return;
+    this.watches.delete(channel);
+    const subscriber = this.subscriber;
+    if (!subscriber) return;
+    const done = this.sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel);
+    done.catch(() => {});
+  }
+}
+
+/** Closes a connection, resolving once it is really gone (not when QUIT is acknowledged). */
+async function disconnect(client: Redis | Cluster): Promise<void> {
+  if (client.status !== 'ready') {
+    // Connecting, reconnecting or never connected: nothing to flush, just stop trying.
+    client.disconnect();
+    return;
+  }
+  const ended = once(client, 'end');
+  await client.quit().catch(() => client.disconnect());
+  await ended;
 }

@@ -9,7 +9,7 @@ export const LUA_DIR = join(__dirname, '..', '..', 'lua');
  * Script names carry a version: a client shared by two versions of this package, or a script
  * changed in a later release, never runs the wrong body under a cached SHA.
  */
-const SCRIPT_VERSION = 1;
+const SCRIPT_VERSION = 2;
 
 const SCRIPTS = {
   claim: 'claim-1',

@@ -32,6 +32,30 @@ const response = (text: string, extra: number[] = []): StoredResponse => ({
   body: Buffer.concat([Buffer.from(text), Buffer.from(extra)]),
 });
 
+/** A listener and a promise that settles on its first call, or fails after 5 s. */
+function signal() {
+  let fire!: () => void;
+  let count = 0;
+  const fired = new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error('the watcher was not notified within 5 s')),
+      5_000,
+    );
+    fire = () => {
+      count++;
+      clearTimeout(timer);
+      resolve();
+    };
+  });
+  return {
+    fire: () => fire(),
+    fired,
+    get count() {
+      return count;
+    },
+  };
+}
+
 /**
  * The contract every {@link IdempotencyStore} must meet, as a test suite. Run it against your own
  * store to check it behaves like the built-in ones:
@@ -216,6 +240,57 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
         assert.equal((await claim(k, 'b')).status, 'completed');
         await options.advanceTime(lease + 100);
         assert.deepEqual(await claim(k, 'c'), { status: 'claimed' });
+      },
+      timeout,
+    );
+
+    it(
+      'notifies a watcher when a waited-on record completes (or says it cannot notify)',
+      async () => {
+        const k = key();
+        await claim(k, 'a');
+        const seen = signal();
+        const unwatch = await store.watch(k, seen.fire);
+        if (unwatch === undefined) return; // This store cannot notify: waiters get 409.
+        try {
+          const waiting = await store.claim(k, {
+            token: 'b',
+            fingerprint: 'fp',
+            leaseMs: lease,
+            waiting: true,
+          });
+          assert.equal(waiting.status, 'in_progress');
+          assert.equal(await store.complete(k, 'a', response('done'), 60_000), true);
+          await seen.fired;
+          const after = await claim(k, 'b');
+          assert.ok(after.status === 'completed' && after.response.body.toString() === 'done');
+        } finally {
+          unwatch();
+        }
+      },
+      timeout,
+    );
+
+    it(
+      'notifies a watcher when a waited-on record is released, and only watchers still watching',
+      async () => {
+        const k = key();
+        await claim(k, 'a');
+        const [gone, stays] = [signal(), signal()];
+        const unwatchGone = await store.watch(k, gone.fire);
+        const unwatch = await store.watch(k, stays.fire);
+        if (unwatch === undefined) return;
+        unwatchGone!();
+        try {
+          await store.claim(k, { token: 'b', fingerprint: 'fp', leaseMs: lease, waiting: true });
+          assert.equal(await store.release(k, 'a'), true);
+          await stays.fired;
+          // Listeners of one key are called together: the removed one would have run by now.
+          assert.equal(gone.count, 0);
+          assert.deepEqual(await claim(k, 'b'), { status: 'claimed' });
+        } finally {
+          unwatch();
+        }
       },
       timeout,
     );

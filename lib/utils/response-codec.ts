@@ -1,8 +1,13 @@
 import { StreamableFile } from '@nestjs/common';
+import { promisify } from 'node:util';
+import * as zlib from 'node:zlib';
+import type { IdempotencyCompressionOptions } from '../interfaces/idempotency-options.interface';
 import type { StoredResponse } from '../stores/idempotency.store';
 
 /** How a body was stored, so that a replay hands the framework the same kind of value. */
 type BodyKind = 'json' | 'text' | 'binary' | 'empty';
+
+type Algorithm = NonNullable<IdempotencyCompressionOptions['algorithm']>;
 
 /** A response as the interceptor sees it: what the handler returned, plus status and headers. */
 export interface ResponseSnapshot {
@@ -14,14 +19,57 @@ export interface ResponseSnapshot {
   value: unknown;
 }
 
+/** What is stored beside the body, as short JSON. */
 interface Meta {
   /** Status. */
   s?: number;
   /** Headers. */
   h?: Record<string, string>;
-  /** Body kind. */
-  k: BodyKind;
+  /** Body kind: first letter of a {@link BodyKind}. */
+  k: string;
+  /** Compression algorithm of the body, when compressed. */
+  z?: Algorithm;
 }
+
+/** A serialised response, before compression. */
+export interface EncodedResponse {
+  meta: Meta;
+  body: Buffer;
+}
+
+/** What Express and Fastify send with a JSON body anyway: not worth storing with each record. */
+const DEFAULT_JSON_TYPE = 'application/json; charset=utf-8';
+
+const KINDS: Record<string, BodyKind> = { j: 'json', t: 'text', b: 'binary', e: 'empty' };
+
+const CODECS: Record<
+  Algorithm,
+  {
+    compress: (body: Buffer, options: zlib.ZlibOptions | zlib.BrotliOptions) => Promise<Buffer>;
+    decompress: (body: Buffer) => Promise<Buffer>;
+    options: (level: number) => zlib.ZlibOptions | zlib.BrotliOptions;
+    defaultLevel: number;
+  }
+> = {
+  brotli: {
+    compress: promisify(zlib.brotliCompress),
+    decompress: promisify(zlib.brotliDecompress),
+    options: (level) => ({ params: { [zlib.constants.BROTLI_PARAM_QUALITY]: level } }),
+    defaultLevel: 4,
+  },
+  gzip: {
+    compress: promisify(zlib.gzip),
+    decompress: promisify(zlib.gunzip),
+    options: (level) => ({ level }),
+    defaultLevel: 6,
+  },
+  deflate: {
+    compress: promisify(zlib.deflate),
+    decompress: promisify(zlib.inflate),
+    options: (level) => ({ level }),
+    defaultLevel: 6,
+  },
+};
 
 /** Why a value cannot be stored, or undefined when it can. */
 export function unreplayableReason(value: unknown): string | undefined {
@@ -37,10 +85,10 @@ export function unreplayableReason(value: unknown): string | undefined {
 }
 
 /**
- * Encodes a response for the store. JSON bodies are kept as the JSON text the framework would
+ * Serialises a response for the store. JSON bodies are kept as the JSON text the framework would
  * send, so a replay serialises to the same bytes. Throws when the value cannot be serialised.
  */
-export function encodeResponse(snapshot: ResponseSnapshot): StoredResponse {
+export function encodeResponse(snapshot: ResponseSnapshot): EncodedResponse {
   const { value } = snapshot;
   let kind: BodyKind;
   let body: Buffer;
@@ -63,25 +111,56 @@ export function encodeResponse(snapshot: ResponseSnapshot): StoredResponse {
     kind = json === undefined ? 'empty' : 'json';
     body = Buffer.from(json ?? '', 'utf8');
   }
-  const meta: Meta = { k: kind };
+  const meta: Meta = { k: kind[0] };
   if (snapshot.status !== undefined) meta.s = snapshot.status;
-  if (snapshot.headers && Object.keys(snapshot.headers).length > 0) meta.h = snapshot.headers;
+  const headers = { ...snapshot.headers };
+  if (kind === 'json' && headers['content-type'] === DEFAULT_JSON_TYPE) {
+    delete headers['content-type'];
+  }
+  if (Object.keys(headers).length > 0) meta.h = headers;
+  return { meta, body };
+}
+
+/**
+ * The stored form of an encoded response: the body compressed (off the event loop, in libuv's
+ * thread pool) when compression is on, it has at least `threshold` bytes and it gets smaller.
+ */
+export async function packResponse(
+  encoded: EncodedResponse,
+  compression: false | IdempotencyCompressionOptions,
+): Promise<StoredResponse> {
+  let { meta, body } = encoded;
+  if (compression && body.length > 0 && body.length >= (compression.threshold ?? 1024)) {
+    const algorithm = compression.algorithm ?? 'brotli';
+    const codec = CODECS[algorithm];
+    const packed = await codec.compress(
+      body,
+      codec.options(compression.level ?? codec.defaultLevel),
+    );
+    if (packed.length < body.length) {
+      meta = { ...meta, z: algorithm };
+      body = packed;
+    }
+  }
   return { meta: JSON.stringify(meta), body };
 }
 
 /** Decodes a stored response back into status, headers and the value to hand the framework. */
-export function decodeResponse(stored: StoredResponse): ResponseSnapshot {
+export async function decodeResponse(stored: StoredResponse): Promise<ResponseSnapshot> {
   const meta = JSON.parse(stored.meta) as Meta;
+  const codec = meta.z === undefined ? undefined : CODECS[meta.z];
+  if (meta.z !== undefined && !codec) throw new Error(`unknown compression ${String(meta.z)}`);
+  const body = codec ? await codec.decompress(stored.body) : stored.body;
   let value: unknown;
-  switch (meta.k) {
+  switch (KINDS[meta.k]) {
     case 'json':
-      value = JSON.parse(stored.body.toString('utf8'));
+      value = JSON.parse(body.toString('utf8'));
       break;
     case 'text':
-      value = stored.body.toString('utf8');
+      value = body.toString('utf8');
       break;
     case 'binary':
-      value = stored.body;
+      value = body;
       break;
     default:
       value = undefined;

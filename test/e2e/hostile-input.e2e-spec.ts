@@ -155,7 +155,7 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
     expect(names.length).toBeGreaterThan(0);
     for (const name of names) {
       expect(name).toMatch(
-        new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\{[A-Za-z0-9_-]{43}\\}$`),
+        new RegExp(`^${prefix.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\{[A-Za-z0-9_-]{22}\\}$`),
       );
     }
     expect((await post(t.url, '/payments/plain', {})).status).toBe(201);
@@ -169,10 +169,8 @@ describe.each(PLATFORMS)('hostile input on %s', (platform) => {
       headers: { Authorization: 'Bearer top-secret-token', Cookie: 'session=cookie-secret' },
     });
     const [completed] = t.executions.ofType('completed').slice(-1);
-    const record = await redis.hgetallBuffer(completed.key!);
-    const everything = Object.entries(record)
-      .map(([field, value]) => `${field}=${value.toString('latin1')}`)
-      .join('\n');
+    // The raw bytes of the record, whatever its layout.
+    const everything = (await redis.getBuffer(completed.key!))!.toString('latin1');
     expect(everything).not.toMatch(
       /top-secret-token|cookie-secret|authorization|set-cookie|session=secret/i,
     );
