@@ -110,6 +110,22 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       expect(t.executions.count('binary')).toBe(1);
     });
 
+    it('compresses a large JSON body in the store and replays it byte for byte', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments/report', { key });
+      const replay = await post(t.url, '/payments/report', { key });
+      expect(first.bytes.length).toBeGreaterThan(100_000);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.bytes.equals(first.bytes)).toBe(true);
+      expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
+      if (storeKind === 'redis') {
+        const [completed] = t.executions.ofType('completed').slice(-1);
+        const record = await readRecord(redis, completed.key!);
+        expect(record?.state === 'c' && JSON.parse(record.meta).z).toBe('brotli');
+        expect(await redis.memory('USAGE', completed.key!)).toBeLessThan(first.bytes.length / 5);
+      }
+    });
+
     it('replays an empty 204', async () => {
       const key = newKey();
       const first = await post(t.url, '/payments/empty', { key });

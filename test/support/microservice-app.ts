@@ -26,6 +26,7 @@ const RUN = randomUUID().slice(0, 8);
 export const PATTERNS = {
   charge: `payments.charge.${RUN}`,
   slow: `payments.slow.${RUN}`,
+  wait: `payments.wait.${RUN}`,
   fail: `payments.fail.${RUN}`,
   stream: `payments.stream.${RUN}`,
   paid: `order.paid.${RUN}`,
@@ -59,6 +60,14 @@ export class PaymentsConsumer {
   @Idempotent()
   async slow() {
     const run = executions.hit('slow');
+    if (run === 1) await executions.hold();
+    return { run };
+  }
+
+  @MessagePattern(PATTERNS.wait)
+  @Idempotent({ onConflict: 'wait' })
+  async wait() {
+    const run = executions.hit('wait');
     if (run === 1) await executions.hold();
     return { run };
   }

@@ -165,6 +165,40 @@ export class PaymentsController {
     return { run: n };
   }
 
+  @Post('wait')
+  @Idempotent({ onConflict: 'wait' })
+  async wait(@Body() body: { hold?: boolean; failFirst?: string }) {
+    const n = this.executions.hit('wait');
+    if (body.hold) await this.executions.hold();
+    // Fails the first run for each `failFirst` tag.
+    if (body.failFirst && this.executions.hit(`wait:${body.failFirst}`) === 1) {
+      throw new HttpException({ reason: 'card declined' }, 402);
+    }
+    return { run: n };
+  }
+
+  @Post('wait-briefly')
+  @Idempotent({ onConflict: 'wait', waitTimeout: 200 })
+  async waitBriefly() {
+    const n = this.executions.hit('wait-briefly');
+    await this.executions.hold();
+    return { run: n };
+  }
+
+  /** About 100 KB of realistic JSON: orders with varied values. */
+  @Post('report')
+  @Idempotent()
+  report() {
+    this.executions.hit('report');
+    return Array.from({ length: 560 }, (_, i) => ({
+      id: `ord_${(i * 7919).toString(36)}`,
+      customer: { id: 1000 + (i % 97), email: `customer${i % 97}@example.com` },
+      lines: [{ sku: `SKU-${i % 31}`, quantity: (i % 5) + 1, price: ((i * 37) % 10_000) / 100 }],
+      status: ['paid', 'pending', 'shipped'][i % 3],
+      createdAt: new Date(Date.UTC(2026, 0, 1, 0, i)).toISOString(),
+    }));
+  }
+
   @Post('short-lease')
   @Idempotent({ lockTtl: 1_000 })
   async shortLease() {

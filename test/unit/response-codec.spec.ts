@@ -1,0 +1,67 @@
+import { randomBytes } from 'node:crypto';
+import { decodeResponse, encodeResponse, packResponse } from '../../lib/utils/response-codec';
+
+/** A realistic JSON body: orders with varied values, about `count` * 200 bytes. */
+function orders(count: number) {
+  return Array.from({ length: count }, (_, i) => ({
+    id: `ord_${(i * 7919).toString(36)}`,
+    customer: { id: 1000 + (i % 97), email: `customer${i % 97}@example.com` },
+    lines: [{ sku: `SKU-${i % 31}`, quantity: (i % 5) + 1, price: ((i * 37) % 10_000) / 100 }],
+    status: ['paid', 'pending', 'shipped'][i % 3],
+    createdAt: new Date(Date.UTC(2026, 0, 1, 0, i)).toISOString(),
+  }));
+}
+
+describe('response codec', () => {
+  it('round-trips JSON, text, binary and empty bodies with status and headers', async () => {
+    for (const value of [{ a: [1, 'two', null] }, 'plain', Buffer.from([0, 255, 10]), undefined]) {
+      const stored = await packResponse(
+        encodeResponse({ status: 201, headers: { location: '/x' }, value }),
+        { threshold: 0 },
+      );
+      expect(await decodeResponse(stored)).toEqual({
+        status: 201,
+        headers: { location: '/x' },
+        value,
+      });
+    }
+  });
+
+  it.each(['brotli', 'gzip', 'deflate'] as const)(
+    'compresses a 100 KB JSON body at least 5x with %s and restores it byte for byte',
+    async (algorithm) => {
+      const value = orders(560);
+      const encoded = encodeResponse({ status: 200, value });
+      expect(encoded.body.length).toBeGreaterThan(100_000);
+      const stored = await packResponse(encoded, { algorithm });
+      expect(JSON.parse(stored.meta).z).toBe(algorithm);
+      expect(encoded.body.length / stored.body.length).toBeGreaterThanOrEqual(5);
+      const decoded = await decodeResponse(stored);
+      expect(JSON.stringify(decoded.value)).toBe(encoded.body.toString());
+    },
+  );
+
+  it('leaves bodies under the threshold, incompressible bodies and compression: false alone', async () => {
+    const small = encodeResponse({ value: { ok: true } });
+    expect((await packResponse(small, { threshold: 1024 })).body).toEqual(small.body);
+    const random = encodeResponse({
+      value: Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919) % 251)),
+    });
+    const noise = encodeResponse({ value: randomBytes(4096) });
+    expect(JSON.parse((await packResponse(noise, {})).meta).z).toBeUndefined();
+    expect(JSON.parse((await packResponse(random, false)).meta).z).toBeUndefined();
+  });
+
+  it('does not store the JSON content type every framework sets anyway', () => {
+    const json = encodeResponse({
+      headers: { 'content-type': 'application/json; charset=utf-8', etag: '"1"' },
+      value: {},
+    });
+    expect(json.meta.h).toEqual({ etag: '"1"' });
+    const custom = encodeResponse({
+      headers: { 'content-type': 'application/vnd.api+json' },
+      value: {},
+    });
+    expect(custom.meta.h).toEqual({ 'content-type': 'application/vnd.api+json' });
+  });
+});
