@@ -1,23 +1,29 @@
 // The app under test, in its own process, using the built library (dist/) as users do.
 // Env: STORE=redis|memory, REDIS_URL, KEY_PREFIX, PORT (0 = free). Prints `READY <port>`.
-// Routes: POST /baseline (no idempotency), POST /idempotent, each also as /…-io with ~5 ms of
-// simulated I/O; POST /hold waits x-delay-ms (for the conflict scenario); the handlers return
-// a ~200 B JSON body, or `size` bytes of padding when the body asks for it.
+// Routes (all POST): /baseline (no idempotency) and /idempotent, each also as /…-io with ~5 ms of
+// simulated I/O, answering the ~200 B JSON of bench/payload.js (or `size` bytes of order JSON when
+// the body asks for it); /hold (409 on a duplicate) and /hold-wait (onConflict: 'wait') hold until
+// /control/release; /control/held answers once a handler holds the key. bench/peer/app.js serves
+// the same routes with @node-idempotency/nestjs on NestJS 10.
 require('reflect-metadata');
 const { Body, Controller, Headers, Module, Post } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 const { Idempotent, IdempotencyModule, MemoryIdempotencyStore } = require('../dist');
+const { orders, payment } = require('./payload');
+const holds = require('./holds');
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const respond = (body) => ({
-  id: 'pay_01HZX5K8G7Q2',
-  status: 'succeeded',
-  amount: body.amount ?? 100,
-  currency: 'EUR',
-  created: 1763800000,
-  description: 'Order #1234 from the benchmark',
-  padding: body.size ? 'x'.repeat(body.size) : undefined,
-});
+const respond = (body) => (body.size ? orders(body.size) : payment(body.amount));
+
+// A route whose decorator throws (say, an option this build does not know) is left out, and the
+// bench reports the scenario as not available.
+const missing = [];
+let waitDecorator;
+try {
+  waitDecorator = Idempotent({ onConflict: 'wait', waitTimeout: 10_000 });
+} catch (error) {
+  missing.push(`hold-wait: ${error.message}`);
+}
 
 class BenchController {
   baseline(body) {
@@ -34,23 +40,34 @@ class BenchController {
     await sleep(5);
     return respond(body);
   }
-  async hold(delay) {
-    await sleep(Number(delay) || 0);
-    return { held: true };
+  hold(key) {
+    return holds.hold(key);
+  }
+  holdWait(key) {
+    return holds.hold(key);
+  }
+  release(body) {
+    return { released: holds.release(body.key) };
+  }
+  async held(body) {
+    return { held: await holds.whenHeld(body.key) };
   }
 }
-const route = (name, path, idempotent, param = Body()) =>
+const route = (name, path, decorators, param = Body()) =>
   Reflect.decorate(
-    [Post(path), ...(idempotent ? [Idempotent()] : []), (t, k, d) => (param(t, k, 0), d)],
+    [Post(path), ...decorators, (t, k, d) => (param(t, k, 0), d)],
     BenchController.prototype,
     name,
     Object.getOwnPropertyDescriptor(BenchController.prototype, name),
   );
-route('baseline', 'baseline', false);
-route('baselineIo', 'baseline-io', false);
-route('idempotent', 'idempotent', true);
-route('idempotentIo', 'idempotent-io', true);
-route('hold', 'hold', true, Headers('x-delay-ms'));
+route('baseline', 'baseline', []);
+route('baselineIo', 'baseline-io', []);
+route('idempotent', 'idempotent', [Idempotent()]);
+route('idempotentIo', 'idempotent-io', [Idempotent()]);
+route('hold', 'hold', [Idempotent()], Headers('idempotency-key'));
+if (waitDecorator) route('holdWait', 'hold-wait', [waitDecorator], Headers('idempotency-key'));
+route('release', 'control/release', []);
+route('held', 'control/held', []);
 Controller()(BenchController);
 
 class AppModule {}
@@ -68,5 +85,6 @@ Module({
 (async () => {
   const app = await NestFactory.create(AppModule, { logger: ['error'] });
   await app.listen(Number(process.env.PORT ?? 0), '127.0.0.1');
+  for (const line of missing) process.stdout.write(`MISSING ${line}\n`);
   process.stdout.write(`READY ${app.getHttpServer().address().port}\n`);
 })();

@@ -1,19 +1,35 @@
-// npm run bench: the apps under test, Redis and the load generator (autocannon) each run as
-// their own process; prints a table and writes bench/results/latest.json.
-// Env: BENCH_DURATION (s, default 5), BENCH_CONNECTIONS (20), BENCH_ROUNDS (1).
-const { execFile, spawn } = require('node:child_process');
-const { mkdtempSync, mkdirSync, writeFileSync } = require('node:fs');
+// npm run bench: a private redis-server, the apps under test (this library on Redis and on the
+// memory store, @node-idempotency/nestjs on its own NestJS 10) and the load generator (autocannon)
+// each run as their own process. Measures round trips and stored bytes first (on a near-empty
+// Redis), then wait-mode latency, then throughput in interleaved rounds; prints tables and the
+// targets, writes bench/results/latest.json and latest.svg. Knobs: see bench/README.md.
+const { execFile, spawn, spawnSync } = require('node:child_process');
+const { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } = require('node:fs');
+const http = require('node:http');
 const { createServer } = require('node:net');
-const { tmpdir, cpus } = require('node:os');
+const os = require('node:os');
 const { join } = require('node:path');
+const { performance } = require('node:perf_hooks');
 const Redis = require('ioredis').default;
+const { renderChart } = require('./chart');
 
-const DURATION = Number(process.env.BENCH_DURATION ?? 5);
-const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 20);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 1);
+const env = (name, fallback) => Number(process.env[name] ?? fallback);
+const DURATION = env('BENCH_DURATION', 3);
+const WARMUP = env('BENCH_WARMUP', 1);
+const CONNECTIONS = env('BENCH_CONNECTIONS', 20);
+const ROUNDS = env('BENCH_ROUNDS', 3);
+const WAIT_KEYS = env('BENCH_WAIT_KEYS', 200);
+const WAITERS = env('BENCH_WAITERS', 20);
+const WAIT_SETTLE_MS = env('BENCH_WAIT_SETTLE_MS', 30);
+const RT_REQUESTS = 50;
+const PEER_DIR = join(__dirname, 'peer');
+const RESULTS = join(__dirname, 'results');
+
 const children = [];
 // Never leave a Redis or an app behind, even when the run dies.
 process.on('exit', () => children.forEach((child) => child.kill('SIGKILL')));
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+const now = () => performance.timeOrigin + performance.now();
 
 const freePort = () =>
   new Promise((resolve) => {
@@ -34,22 +50,69 @@ function start(command, args, env, ready) {
     child.stdout.on('data', (chunk) => {
       out += chunk;
       const match = ready.exec(out);
-      if (match) resolve(match);
+      if (match) resolve({ match, out });
     });
     child.on('exit', (code) => reject(new Error(`${command} exited with ${code}: ${out}`)));
   });
 }
 
-function autocannon(
-  url,
-  { headers = {}, body = '{"amount":100}', duration = DURATION, uniqueKey = false },
-) {
+/** bench/peer has its own NestJS 10; install it from its lockfile on first use. */
+function ensurePeer() {
+  if (existsSync(join(PEER_DIR, 'node_modules', '@node-idempotency', 'nestjs'))) return;
+  console.error('Installing bench/peer (npm ci --prefix bench/peer) ...');
+  const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+  const result = spawnSync(npm, ['ci', '--prefix', PEER_DIR, '--no-audit', '--no-fund'], {
+    stdio: ['ignore', 2, 2],
+  });
+  if (result.status !== 0) throw new Error('npm ci --prefix bench/peer failed');
+}
+
+// --- HTTP from this process (round trips, stored bytes, wait mode) ---------------------------
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 256 });
+/** POSTs JSON; resolves with status, headers, body and the moment the last byte arrived. */
+function post(base, path, { key, body = { amount: 100 } } = {}) {
+  const payload = JSON.stringify(body);
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${base}${path}`,
+      {
+        method: 'POST',
+        agent,
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(payload),
+          ...(key && { 'idempotency-key': key }),
+        },
+      },
+      (res) => {
+        const chunks = [];
+        res.on('data', (chunk) => chunks.push(chunk));
+        res.on('end', () =>
+          resolve({
+            status: res.statusCode,
+            headers: res.headers,
+            body: Buffer.concat(chunks),
+            receivedAt: now(),
+          }),
+        );
+        res.on('error', reject);
+      },
+    );
+    req.on('error', reject);
+    req.end(payload);
+  });
+}
+
+// --- Load (autocannon, its own process) ------------------------------------------------------
+
+function autocannon(url, { key, uniqueKey = false, duration }) {
   const config = JSON.stringify({
     url,
     connections: CONNECTIONS,
     duration,
-    headers,
-    body,
+    headers: key ? { 'idempotency-key': key } : {},
+    body: '{"amount":100}',
     uniqueKey,
   });
   return new Promise((resolve, reject) =>
@@ -62,193 +125,501 @@ function autocannon(
   );
 }
 
-const post = (url, key, body = { amount: 100 }, headers = {}) =>
-  fetch(url, {
-    method: 'POST',
-    headers: {
-      'Content-Type': 'application/json',
-      ...(key && { 'Idempotency-Key': key }),
-      ...headers,
-    },
-    body: JSON.stringify(body),
-  });
+// --- Redis round trips per request (MONITOR: commands sent by clients, not by scripts) -------
 
-async function scenario(base, name, run) {
-  await run(1); // warm-up
-  const samples = [];
-  for (let round = 0; round < ROUNDS; round++) samples.push(await run(DURATION));
-  const pick = (f) => samples.map(f).sort((a, b) => a - b)[Math.floor(samples.length / 2)];
-  return {
-    name,
-    reqPerSec: pick((s) => s.requests.average),
-    p50: pick((s) => s.latency.p50),
-    p99: pick((s) => s.latency.p99),
-    non2xx: pick((s) => s.non2xx),
-    errors: pick((s) => s.errors),
+async function commandsPerRequest(monitor, action, n) {
+  const seen = {};
+  const count = (time, args, source) => {
+    if (source === 'lua') return; // run inside a script: no round trip of its own
+    const name = String(args[0]).toLowerCase();
+    seen[name] = (seen[name] ?? 0) + 1;
   };
+  monitor.on('monitor', count);
+  for (let i = 0; i < n; i++) await action(i);
+  await sleep(200); // MONITOR lines arrive after the replies
+  monitor.off('monitor', count);
+  const perRequest = Object.fromEntries(
+    Object.entries(seen).map(([name, calls]) => [name, round(calls / n, 2)]),
+  );
+  return { total: round(sum(Object.values(seen)) / n, 2), commands: perRequest };
 }
 
-async function suite(base, io) {
-  const suffix = io ? '-io' : '';
-  const results = [];
-  results.push(
-    await scenario(base, 'a. baseline', (d) =>
-      autocannon(`${base}/baseline${suffix}`, { duration: d }),
+async function roundTrips(monitor, base, { wait }) {
+  const id = `${Date.now()}`;
+  const replayKey = `rt-replay-${id}`;
+  const holdKey = `rt-hold-${id}`;
+  await post(base, '/idempotent', { key: replayKey });
+  await post(base, '/idempotent', { key: `rt-warm-${id}` });
+  const held = post(base, '/hold', { key: holdKey });
+  await post(base, '/control/held', { body: { key: holdKey } });
+  const result = {
+    'first execution': await commandsPerRequest(
+      monitor,
+      (i) => post(base, '/idempotent', { key: `rt-first-${id}-${i}` }),
+      RT_REQUESTS,
     ),
-  );
-  results.push(
-    await scenario(base, 'b. first execution', (d) =>
-      autocannon(`${base}/idempotent${suffix}`, { duration: d, uniqueKey: true }),
+    replay: await commandsPerRequest(
+      monitor,
+      () => post(base, '/idempotent', { key: replayKey }),
+      RT_REQUESTS,
     ),
-  );
-  const replayKey = `replay-${Date.now()}-${io}`;
-  await post(`${base}/idempotent${suffix}`, replayKey);
-  results.push(
-    await scenario(base, 'c. replay', (d) =>
-      autocannon(`${base}/idempotent${suffix}`, {
-        duration: d,
-        headers: { 'Idempotency-Key': replayKey },
-      }),
+    'conflict (409)': await commandsPerRequest(
+      monitor,
+      () => post(base, '/hold', { key: holdKey }),
+      RT_REQUESTS,
     ),
-  );
-  const holdKey = `hold-${Date.now()}-${io}`;
-  const held = post(`${base}/hold`, holdKey, { amount: 100 }, { 'x-delay-ms': '600000' }).catch(
-    () => {},
-  );
-  await new Promise((r) => setTimeout(r, 200));
-  results.push(
-    await scenario(base, 'd. conflict (409)', (d) =>
-      autocannon(`${base}/hold`, { duration: d, headers: { 'Idempotency-Key': holdKey } }),
+    'mismatch (422)': await commandsPerRequest(
+      monitor,
+      () => post(base, '/idempotent', { key: replayKey, body: { amount: 1 } }),
+      RT_REQUESTS,
     ),
-  );
-  void held;
-  const baseline = results[0].reqPerSec;
-  for (const r of results) r.ratio = r.reqPerSec / baseline;
-  return results;
+  };
+  await post(base, '/control/release', { body: { key: holdKey } });
+  await held;
+  if (wait) {
+    // One holder and one waiter, the whole exchange; the waiter's share is this minus a first
+    // execution. Once unmeasured first: the subscriber connection opens on first use.
+    const exchange = async (i) => {
+        const key = `rt-wait-${id}-${i}`;
+        const holder = post(base, '/hold-wait', { key });
+        await post(base, '/control/held', { body: { key } });
+        const waiter = post(base, '/hold-wait', { key });
+        await sleep(10);
+        await post(base, '/control/release', { body: { key } });
+        await Promise.all([holder, waiter]);
+    };
+    await exchange('warm');
+    result['wait: holder + 1 waiter'] = await commandsPerRequest(monitor, exchange, 20);
+  }
+  return result;
 }
 
-async function roundTrips(redis, base) {
-  const calls = async (action, n) => {
-    await redis.config('RESETSTAT');
-    for (let i = 0; i < n; i++) await action(i);
-    const info = await redis.info('commandstats');
-    const sent = [...info.matchAll(/^cmdstat_(evalsha|eval):calls=(\d+)/gm)].reduce(
-      (sum, m) => sum + Number(m[2]),
-      0,
-    );
-    return sent / n;
-  };
-  const key = `rt-${Date.now()}`;
-  await post(`${base}/idempotent`, key);
-  const holdKey = `rt-hold-${Date.now()}`;
-  void post(`${base}/hold`, holdKey, { amount: 100 }, { 'x-delay-ms': '600000' }).catch(() => {});
-  await new Promise((r) => setTimeout(r, 200));
-  return {
-    'first execution': await calls(
-      (i) => post(`${base}/idempotent`, `rt-first-${Date.now()}-${i}`),
-      100,
-    ),
-    replay: await calls(() => post(`${base}/idempotent`, key), 100),
-    conflict: await calls(() => post(`${base}/hold`, holdKey), 100),
-    mismatch: await calls(() => post(`${base}/idempotent`, key, { amount: 1 }), 100),
-  };
+// --- Stored bytes per record (MEMORY USAGE of the keys the request created) ------------------
+
+async function allKeys(redis) {
+  const keys = [];
+  let cursor = '0';
+  do {
+    const [next, batch] = await redis.scan(cursor, 'COUNT', 1000);
+    keys.push(...batch);
+    cursor = next;
+  } while (cursor !== '0');
+  return new Set(keys);
 }
 
-async function storedBytes(redis, base, prefix) {
+async function valueBytes(redis, key) {
+  const type = await redis.type(key);
+  if (type === 'string') return redis.strlen(key);
+  if (type === 'hash') {
+    const fields = await redis.hgetallBuffer(key);
+    return sum(Object.entries(fields).map(([field, value]) => Buffer.byteLength(field) + value.length));
+  }
+  return 0;
+}
+
+async function storedBytes(redis, base) {
   const measure = async (size) => {
-    const key = `bytes-${size}-${Date.now()}`;
-    const response = await post(`${base}/idempotent`, key, { amount: 100, size });
-    const raw = (await response.arrayBuffer()).byteLength;
-    let cursor = '0';
-    let newest;
-    let best = 0;
-    do {
-      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-      cursor = next;
-      for (const k of keys) {
-        const usage = await redis.memory('USAGE', k);
-        const body = await redis.hstrlen(k, 'b');
-        if (body >= raw - 50 && body <= raw + 50 && usage > best) [best, newest] = [usage, k];
-      }
-    } while (cursor !== '0');
-    return { responseBytes: raw, storedBytes: best, ratio: best / raw, key: newest };
+    const before = await allKeys(redis);
+    const body = size ? { amount: 100, size } : { amount: 100 };
+    const response = await post(base, '/idempotent', { key: `bytes-${size}-${Date.now()}`, body });
+    if (response.status >= 300) throw new Error(`stored bytes: ${response.status} ${response.body}`);
+    const keys = [...(await allKeys(redis))].filter((key) => !before.has(key));
+    let stored = 0;
+    let payload = 0; // names and values alone, before Redis's and the allocator's overhead
+    for (const key of keys) {
+      stored += await redis.memory('USAGE', key, 'SAMPLES', 0);
+      payload += Buffer.byteLength(key) + (await valueBytes(redis, key));
+    }
+    const raw = response.body.length;
+    return {
+      responseBytes: raw,
+      storedBytes: stored,
+      payloadBytes: payload,
+      keys: keys.length,
+      ratio: round(stored / raw, 3),
+    };
   };
   return { '200 B': await measure(0), '100 KB': await measure(100_000) };
 }
 
-function table(title, rows) {
-  console.log(`\n${title}`);
-  console.log('scenario              req/s    p50 ms  p99 ms  ratio   non-2xx');
-  for (const r of rows) {
-    console.log(
-      `${r.name.padEnd(20)} ${r.reqPerSec.toFixed(0).padStart(7)} ${String(r.p50).padStart(8)} ${String(r.p99).padStart(7)}  ${r.ratio.toFixed(2).padStart(5)}  ${r.non2xx}`,
+// --- Wait mode: holder completes, N waiters get its response replayed -----------------------
+
+async function waitLatency(base, label) {
+  const id = `${label}-${Date.now()}`;
+  const delays = [];
+  const holderDelays = [];
+  const other = {};
+  for (let i = 0; i < WAIT_KEYS; i++) {
+    const key = `wait-${id}-${i}`;
+    const holder = post(base, '/hold-wait', { key });
+    const started = await Promise.race([
+      post(base, '/control/held', { body: { key } }),
+      holder.then((r) => ({ holderDone: r })),
+    ]);
+    if (started.holderDone) {
+      return { available: false, reason: `/hold-wait answered ${started.holderDone.status}` };
+    }
+    const waiters = Array.from({ length: WAITERS }, () => post(base, '/hold-wait', { key }));
+    await sleep(WAIT_SETTLE_MS); // let every duplicate reach the server and start waiting
+    await post(base, '/control/release', { body: { key } });
+    const [first, ...rest] = await Promise.all([holder, ...waiters]);
+    const { completedAt } = JSON.parse(first.body);
+    holderDelays.push(first.receivedAt - completedAt);
+    for (const response of rest) {
+      if (response.status < 300 && response.headers['idempotent-replayed']) {
+        delays.push(response.receivedAt - completedAt);
+      } else {
+        other[response.status] = (other[response.status] ?? 0) + 1;
+      }
+    }
+    if (i === 0 && delays.length === 0) {
+      return {
+        available: false,
+        reason: `duplicates answered ${Object.keys(other).join(', ')} instead of waiting`,
+      };
+    }
+  }
+  return {
+    available: true,
+    keys: WAIT_KEYS,
+    waitersPerKey: WAITERS,
+    replayed: delays.length,
+    notReplayed: other,
+    ms: percentiles(delays),
+    holderOwnMs: percentiles(holderDelays),
+  };
+}
+
+// --- Statistics ------------------------------------------------------------------------------
+
+const sum = (values) => values.reduce((a, b) => a + b, 0);
+const round = (value, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits;
+const sorted = (values) => [...values].sort((a, b) => a - b);
+const quantile = (values, q) => {
+  const s = sorted(values);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+};
+const median = (values) => {
+  const s = sorted(values);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+};
+const spread = (values) => ({
+  median: round(median(values), 3),
+  min: round(Math.min(...values), 3),
+  max: round(Math.max(...values), 3),
+});
+const percentiles = (values) => ({
+  p50: round(quantile(values, 0.5)),
+  p90: round(quantile(values, 0.9)),
+  p99: round(quantile(values, 0.99)),
+  max: round(Math.max(...values)),
+});
+
+// --- Throughput ------------------------------------------------------------------------------
+
+const SCENARIOS = {
+  baseline: { label: 'a. baseline', path: 'baseline' },
+  first: { label: 'b. first execution', path: 'idempotent', uniqueKey: true },
+  replay: { label: 'c. replay', path: 'idempotent', replay: true },
+  conflict: { label: 'd. conflict (409)', path: 'hold', conflict: true },
+};
+const HANDLERS = { trivial: 'trivial handler', io: '~5 ms I/O handler' };
+
+async function throughput(targets) {
+  const runs = [];
+  for (const handler of Object.keys(HANDLERS)) {
+    for (const target of targets) {
+      for (const name of target.scenarios) {
+        // A duplicate in conflict never reaches the handler: measured once, with the trivial one.
+        if (name === 'conflict' && handler === 'io') continue;
+        const scenario = SCENARIOS[name];
+        const path = scenario.conflict ? scenario.path : `${scenario.path}${handler === 'io' ? '-io' : ''}`;
+        let key;
+        if (scenario.replay) {
+          key = `replay-${target.id}-${handler}-${Date.now()}`;
+          await post(target.base, `/${path}`, { key });
+        }
+        if (scenario.conflict) {
+          key = `conflict-${target.id}-${Date.now()}`;
+          target.held.push({ key, response: post(target.base, `/${path}`, { key }) });
+          await post(target.base, '/control/held', { body: { key } });
+        }
+        runs.push({
+          target: target.id,
+          handler,
+          scenario: name,
+          samples: [],
+          run: (duration) =>
+            autocannon(`${target.base}/${path}`, { key, uniqueKey: !!scenario.uniqueKey, duration }),
+        });
+      }
+    }
+  }
+  const started = Date.now();
+  if (WARMUP > 0) {
+    process.stderr.write(`warm-up: ${runs.length} scenarios x ${WARMUP} s\n`);
+    for (const run of runs) await run.run(WARMUP);
+  }
+  for (let r = 0; r < ROUNDS; r++) {
+    // Every round runs every scenario once; odd rounds in reverse, so drift hits all alike.
+    const order = r % 2 ? [...runs].reverse() : runs;
+    process.stderr.write(`round ${r + 1}/${ROUNDS}: ${runs.length} scenarios x ${DURATION} s\n`);
+    for (const run of order) {
+      const result = await run.run(DURATION);
+      run.samples[r] = {
+        rps: result.requests.average,
+        p50: result.latency.p50,
+        p99: result.latency.p99,
+        non2xx: result.non2xx,
+        errors: result.errors + result.timeouts,
+      };
+    }
+  }
+  for (const target of targets) {
+    for (const { key, response } of target.held) {
+      await post(target.base, '/control/release', { body: { key } });
+      await response;
+    }
+  }
+  return { runs, seconds: Math.round((Date.now() - started) / 1000) };
+}
+
+function summarise(runs, targets) {
+  const find = (target, handler, scenario) =>
+    runs.find((r) => r.target === target && r.handler === handler && r.scenario === scenario);
+  const rows = runs.map((run) => {
+    const base = find(run.target, run.handler, 'baseline');
+    const ratios = run.samples.map((s, i) => s.rps / base.samples[i].rps);
+    return {
+      target: run.target,
+      handler: run.handler,
+      scenario: run.scenario,
+      reqPerSec: spread(run.samples.map((s) => s.rps)),
+      reqPerSecRounds: run.samples.map((s) => Math.round(s.rps)),
+      p50: median(run.samples.map((s) => s.p50)),
+      p99: median(run.samples.map((s) => s.p99)),
+      non2xx: sum(run.samples.map((s) => s.non2xx)),
+      errors: sum(run.samples.map((s) => s.errors)),
+      ratio: spread(ratios),
+    };
+  });
+  // Our ratio over the peer's, paired per round (both measured within the same round).
+  const versusPeer = {};
+  if (targets.some((t) => t.id === 'peer-redis')) {
+    for (const handler of Object.keys(HANDLERS)) {
+      for (const scenario of ['first', 'replay']) {
+        const ours = rows.find((r) => r.target === 'ours-redis' && r.handler === handler && r.scenario === scenario);
+        const peer = rows.find((r) => r.target === 'peer-redis' && r.handler === handler && r.scenario === scenario);
+        const oursRounds = find('ours-redis', handler, scenario).samples;
+        const oursBase = find('ours-redis', handler, 'baseline').samples;
+        const peerRounds = find('peer-redis', handler, scenario).samples;
+        const peerBase = find('peer-redis', handler, 'baseline').samples;
+        const paired = oursRounds.map(
+          (s, i) => s.rps / oursBase[i].rps / (peerRounds[i].rps / peerBase[i].rps),
+        );
+        versusPeer[`${handler}/${scenario}`] = {
+          ours: ours.ratio.median,
+          peer: peer.ratio.median,
+          oursOverPeer: spread(paired),
+        };
+      }
+    }
+  }
+  return { rows, versusPeer };
+}
+
+function targetsOf(summary, bytes, wait) {
+  const ratio = (target, handler, scenario) =>
+    summary.rows.find((r) => r.target === target && r.handler === handler && r.scenario === scenario)
+      ?.ratio.median;
+  const out = [];
+  const add = (name, value, goal, pass, unit = 'x') =>
+    out.push({
+      target: name,
+      measured: value === undefined ? null : round(value, 2),
+      goal,
+      result: value === undefined ? 'N/A' : pass(value) ? 'PASS' : 'MISS',
+      unit,
+    });
+  for (const handler of Object.keys(HANDLERS)) {
+    const h = handler === 'io' ? ', ~5 ms I/O' : ', trivial';
+    add(`first execution / baseline (Redis${h})`, ratio('ours-redis', handler, 'first'), '>= 0.85x', (v) => v >= 0.85);
+    add(`replay / baseline (Redis${h})`, ratio('ours-redis', handler, 'replay'), '>= 0.95x', (v) => v >= 0.95);
+    const vs = (s) => summary.versusPeer[`${handler}/${s}`]?.oursOverPeer.median;
+    add(`first execution ratio over the peer's (Redis${h})`, vs('first'), '>= 1.25x', (v) => v >= 1.25);
+    add(`replay ratio over the peer's (Redis${h})`, vs('replay'), '>= 1.00x', (v) => v >= 1.0);
+  }
+  if (bytes) {
+    add('stored bytes / response, 200 B JSON', bytes['200 B'].ratio, '<= 2x', (v) => v <= 2);
+    add(
+      'compression (response / stored), 100 KB JSON',
+      bytes['100 KB'].responseBytes / bytes['100 KB'].storedBytes,
+      '>= 5x',
+      (v) => v >= 5,
     );
+  }
+  for (const [store, result] of Object.entries(wait)) {
+    add(`wait mode p99, ${store}`, result.available ? result.ms.p99 : undefined, '<= 10 ms', (v) => v <= 10, 'ms');
+  }
+  return out;
+}
+
+// --- Output ----------------------------------------------------------------------------------
+
+const pad = (value, width) => String(value).padStart(width);
+function printThroughput(rows, targets) {
+  const label = Object.fromEntries(targets.map((t) => [t.id, t.label]));
+  for (const [handler, title] of Object.entries(HANDLERS)) {
+    console.log(`\n${title}: median of ${ROUNDS} rounds x ${DURATION} s, ${CONNECTIONS} connections`);
+    console.log(
+      `${'library, store'.padEnd(38)} ${'scenario'.padEnd(19)} ${pad('req/s', 7)} ${pad('min-max', 13)} ${pad('p50', 4)} ${pad('p99', 4)} ${pad('ratio', 6)} ${pad('min-max', 11)} non-2xx`,
+    );
+    for (const r of rows.filter((row) => row.handler === handler)) {
+      console.log(
+        `${label[r.target].padEnd(38)} ${SCENARIOS[r.scenario].label.padEnd(19)} ${pad(Math.round(r.reqPerSec.median), 7)} ${pad(`${Math.round(r.reqPerSec.min)}-${Math.round(r.reqPerSec.max)}`, 13)} ${pad(r.p50, 4)} ${pad(r.p99, 4)} ${pad(r.ratio.median.toFixed(2), 6)} ${pad(`${r.ratio.min.toFixed(2)}-${r.ratio.max.toFixed(2)}`, 11)} ${r.non2xx}${r.errors ? ` (${r.errors} errors)` : ''}`,
+      );
+    }
   }
 }
 
+function versions(redisInfo) {
+  const read = (path) => JSON.parse(readFileSync(path, 'utf8')).version;
+  const git = (args) => spawnSync('git', args, { cwd: join(__dirname, '..'), encoding: 'utf8' }).stdout.trim();
+  return {
+    node: process.version,
+    redis: /redis_version:(\S+)/.exec(redisInfo)?.[1],
+    nestjs: read(require.resolve('@nestjs/core/package.json')),
+    peer: read(join(PEER_DIR, 'node_modules/@node-idempotency/nestjs/package.json')),
+    peerNestjs: read(join(PEER_DIR, 'node_modules/@nestjs/core/package.json')),
+    autocannon: read(require.resolve('autocannon/package.json')),
+    commit: git(['rev-parse', '--short', 'HEAD']),
+    // Uncommitted library changes measured too (the working tree is shared while it changes).
+    libraryChangesUncommitted: git(['status', '--porcelain', '--', 'lib', 'lua']) !== '',
+  };
+}
+
 async function main() {
-  const dir = mkdtempSync(join(tmpdir(), 'bench-redis-'));
+  ensurePeer();
+  const loadBefore = os.loadavg()[0];
+  const dir = mkdtempSync(join(os.tmpdir(), 'bench-redis-'));
   const redisPort = await freePort();
   await start(
     'redis-server',
-    [
-      '--port',
-      String(redisPort),
-      '--bind',
-      '127.0.0.1',
-      '--save',
-      '',
-      '--appendonly',
-      'no',
-      '--dir',
-      dir,
-    ],
+    ['--port', String(redisPort), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir],
     {},
     /Ready to accept connections/,
   );
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
   const redis = new Redis(redisUrl);
-  const prefix = 'bench:';
-  const app = async (store) => {
-    const [, port] = await start(
+  const app = async (script, store, prefix) => {
+    const { match, out } = await start(
       process.execPath,
-      [join(__dirname, 'app.js')],
+      [script],
       { STORE: store, REDIS_URL: redisUrl, KEY_PREFIX: prefix },
       /READY (\d+)/,
     );
-    return `http://127.0.0.1:${port}`;
+    const missing = [...out.matchAll(/^MISSING (.*)$/gm)].map((m) => m[1]);
+    return { base: `http://127.0.0.1:${match[1]}`, missing };
   };
-  const [redisApp, memoryApp] = [await app('redis'), await app('memory')];
-  const results = {
-    machine: {
-      cpus: cpus().length,
-      node: process.version,
-      duration: DURATION,
-      connections: CONNECTIONS,
-      rounds: ROUNDS,
-    },
-    suites: {},
+  const oursRedis = await app(join(__dirname, 'app.js'), 'redis', 'bench:');
+  const oursMemory = await app(join(__dirname, 'app.js'), 'memory', 'bench:');
+  const peer = await app(join(PEER_DIR, 'app.js'), 'redis', 'peer');
+  const info = versions(await redis.info('server'));
+  const targets = [
+    { id: 'ours-redis', label: 'nestjs-idempotency, Redis', base: oursRedis.base, scenarios: ['baseline', 'first', 'replay', 'conflict'], held: [] },
+    { id: 'ours-memory', label: 'nestjs-idempotency, memory store', base: oursMemory.base, scenarios: ['baseline', 'first', 'replay'], held: [] },
+    { id: 'peer-redis', label: `@node-idempotency/nestjs ${info.peer}, Redis`, base: peer.base, scenarios: ['baseline', 'first', 'replay'], held: [] },
+  ];
+  const waitMissing = oursRedis.missing.find((line) => line.startsWith('hold-wait'));
+
+  // Round trips and stored bytes on a Redis that holds next to nothing yet.
+  const monitor = await redis.monitor();
+  const trips = {
+    ours: await roundTrips(monitor, oursRedis.base, { wait: !waitMissing }),
+    peer: await roundTrips(monitor, peer.base, { wait: false }),
   };
-  for (const [store, base] of [
-    ['redis', redisApp],
-    ['memory', memoryApp],
-  ]) {
-    for (const io of [false, true]) {
-      const name = `${store}, ${io ? '~5 ms I/O handler' : 'trivial handler'}`;
-      results.suites[name] = await suite(base, io);
-      table(name, results.suites[name]);
+  monitor.disconnect();
+  const bytes = { ours: await storedBytes(redis, oursRedis.base), peer: await storedBytes(redis, peer.base) };
+  console.log('\nRedis commands sent per request (MONITOR; commands run inside scripts not counted):');
+  for (const [lib, paths] of Object.entries(trips)) {
+    for (const [path, { total, commands }] of Object.entries(paths)) {
+      console.log(`  ${lib.padEnd(5)} ${path.padEnd(24)} ${pad(total, 4)}  ${JSON.stringify(commands)}`);
     }
   }
-  results.roundTrips = await roundTrips(redis, redisApp);
-  results.storedBytes = await storedBytes(redis, redisApp, prefix);
-  console.log('\nRedis round trips per request:', results.roundTrips);
-  console.log(
-    'Stored bytes per record (MEMORY USAGE):',
-    JSON.stringify(results.storedBytes, null, 1),
-  );
-  mkdirSync(join(__dirname, 'results'), { recursive: true });
-  writeFileSync(join(__dirname, 'results', 'latest.json'), JSON.stringify(results, null, 2));
+  console.log('\nStored bytes per record (MEMORY USAGE of the keys one request created):');
+  for (const [lib, sizes] of Object.entries(bytes)) {
+    for (const [size, b] of Object.entries(sizes)) {
+      console.log(
+        `  ${lib.padEnd(5)} ${size.padEnd(7)} response ${pad(b.responseBytes, 6)} B  stored ${pad(b.storedBytes, 6)} B in ${b.keys} key(s) (payload ${b.payloadBytes} B)  ${b.ratio}x of the response${b.responseBytes > 10_000 ? `, ${(b.responseBytes / b.storedBytes).toFixed(2)}x smaller` : ''}`,
+      );
+    }
+  }
+
+  const wait = {};
+  for (const [store, target] of [['Redis', oursRedis], ['memory store', oursMemory]]) {
+    wait[store] = waitMissing
+      ? { available: false, reason: `wait mode not available (${waitMissing})` }
+      : await waitLatency(target.base, store);
+    const w = wait[store];
+    console.log(
+      w.available
+        ? `\nWait mode, ${store}: ${w.replayed} waiters on ${w.keys} keys; holder's handler done -> waiter has the replay: p50 ${w.ms.p50} ms, p90 ${w.ms.p90} ms, p99 ${w.ms.p99} ms, max ${w.ms.max} ms (the holder's own response: p50 ${w.holderOwnMs.p50} ms, p99 ${w.holderOwnMs.p99} ms)${Object.keys(w.notReplayed).length ? `; not replayed: ${JSON.stringify(w.notReplayed)}` : ''}`
+        : `\nWait mode, ${store}: wait mode not available: ${w.reason}`,
+    );
+  }
+
+  const { runs, seconds } = await throughput(targets);
+  const summary = summarise(runs, targets);
+  printThroughput(summary.rows, targets);
+  console.log("\nOur ratio over the peer's (each against its own baseline, paired per round):");
+  for (const [name, v] of Object.entries(summary.versusPeer)) {
+    console.log(
+      `  ${name.padEnd(14)} ours ${v.ours.toFixed(2)}  peer ${v.peer.toFixed(2)}  ours/peer ${v.oursOverPeer.median.toFixed(2)} (${v.oursOverPeer.min.toFixed(2)}-${v.oursOverPeer.max.toFixed(2)})`,
+    );
+  }
+  const targetResults = targetsOf(summary, bytes.ours, wait);
+  console.log('\nTargets:');
+  for (const t of targetResults) {
+    console.log(
+      `  ${t.result.padEnd(4)} ${t.target.padEnd(52)} ${t.measured === null ? 'n/a' : `${t.measured}${t.unit === 'ms' ? ' ms' : 'x'}`} (goal ${t.goal})`,
+    );
+  }
+
+  const results = {
+    date: new Date().toISOString(),
+    machine: {
+      cpu: os.cpus()[0]?.model.trim(),
+      cores: os.cpus().length,
+      memoryGiB: round(os.totalmem() / 2 ** 30, 1),
+      os: `${os.type()} ${os.release()}`,
+      // The machine is shared: a load well above the core count means others were busy too.
+      loadAverage1m: { start: round(loadBefore), end: round(os.loadavg()[0]) },
+    },
+    versions: info,
+    config: {
+      durationS: DURATION,
+      warmupS: WARMUP,
+      connections: CONNECTIONS,
+      rounds: ROUNDS,
+      waitKeys: WAIT_KEYS,
+      waiters: WAITERS,
+      throughputSeconds: seconds,
+    },
+    libraries: Object.fromEntries(targets.map((t) => [t.id, t.label])),
+    throughput: summary.rows,
+    versusPeer: summary.versusPeer,
+    roundTrips: trips,
+    storedBytes: bytes,
+    waitMode: wait,
+    targets: targetResults,
+  };
+  mkdirSync(RESULTS, { recursive: true });
+  writeFileSync(join(RESULTS, 'latest.json'), `${JSON.stringify(results, null, 1)}\n`);
+  writeFileSync(join(RESULTS, 'latest.svg'), renderChart(results));
+  console.log('\nWrote bench/results/latest.json and bench/results/latest.svg');
   redis.disconnect();
+  agent.destroy();
 }
 
 main()
