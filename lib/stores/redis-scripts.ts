@@ -1,9 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
+import { packageFolder } from '../utils/load-optional';
 
 /** Where the package keeps its Lua scripts: `lua/` at the package root, next to `lib/` and `dist/`. */
-export const LUA_DIR = join(__dirname, '..', '..', 'lua');
+export const LUA_DIR = packageFolder('lua');
 
 /**
  * Script names carry a version: a client shared by two versions of this package, or a script
