@@ -5,11 +5,18 @@
 //      a regex over tsc's own output is enough, as tsc prints every specifier as a plain string;
 //   3. the one CommonJS-only expression, in utils/load-optional.js, becomes `import.meta.url`;
 //   4. the build fails if any other CommonJS global is left (it would only fail at run time).
+// Dual-package hazard: the package's `exports` map sends `import` here and `require` to dist/,
+// two copies of every class (IdempotencyModule, the IdempotencyStore token...). An app must load
+// only one: Nest apps are CommonJS or ESM throughout, and the packaging test checks that each
+// scratch app resolves the build of its own module system.
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-const ESM_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'esm');
+// dist/esm, or the folder given (npm run test:nest12 builds a private copy in compat/nest12/dist).
+const ESM_DIR = resolve(
+  process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'esm'),
+);
 const SPECIFIER = /(\bfrom\s*|\bimport\s*\(\s*|\bimport\s+)(['"])(\.\.?\/[^'"]*|\.\.?)\2/g;
 const CJS_ONLY = 'const HERE = pathToFileURL(__filename).href;';
 

@@ -1,0 +1,44 @@
+// The e2e suite against NestJS 12 (ESM-only, compat/nest12) and the library's ESM build, built by
+// `npm run test:nest12` into compat/nest12/dist (a private copy: a concurrent `npm run build`
+// cannot empty it under a running suite). Node runs with --experimental-vm-modules, which Jest 29
+// needs to load ES modules; the tests themselves are compiled to ESM by ts-jest (useESM).
+const { existsSync, readFileSync } = require('node:fs');
+const { join } = require('node:path');
+
+// Without compat/nest12/node_modules the resolver would quietly fall back to the root's Nest 11.
+const nestCore = join(
+  __dirname,
+  'compat',
+  'nest12',
+  'node_modules',
+  '@nestjs',
+  'core',
+  'package.json',
+);
+const nestVersion = existsSync(nestCore) ? JSON.parse(readFileSync(nestCore, 'utf8')).version : '';
+if (!nestVersion.startsWith('12.')) {
+  throw new Error('NestJS 12 is not installed in compat/nest12: run `npm run compat:install`');
+}
+
+/** @type {import('jest').Config} */
+module.exports = {
+  rootDir: '.',
+  testEnvironment: 'node',
+  roots: ['<rootDir>/test/e2e', '<rootDir>/sample-app'],
+  testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
+  extensionsToTreatAsEsm: ['.ts'],
+  transform: {
+    '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/compat/nest12/tsconfig.json' }],
+  },
+  // The library as an ESM app gets it: the ESM build (relative imports of lib/: resolver.cjs).
+  moduleNameMapper: {
+    '^nestjs-idempotency$': '<rootDir>/compat/nest12/dist/index.js',
+    '^nestjs-idempotency/testing$': '<rootDir>/compat/nest12/dist/testing/index.js',
+  },
+  resolver: '<rootDir>/compat/nest12/resolver.cjs',
+  setupFilesAfterEnv: ['<rootDir>/compat/nest12/setup.mjs'],
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  testTimeout: 30_000,
+  forceExit: process.env.CI === 'true',
+};
