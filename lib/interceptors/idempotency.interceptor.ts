@@ -406,29 +406,36 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /** A store call bounded by storeTimeout, so a hung store cannot hang a request. */
-  private async call<T>(
+  private call<T>(
     operation: IdempotencyStoreOperation,
     promise: Promise<T>,
     options: ResolvedIdempotencyOptions,
   ): Promise<T> {
     const started = this.metrics ? performance.now() : 0;
-    let failed = false;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new IdempotencyStoreTimeoutError(operation, options.storeTimeout)),
-        options.storeTimeout,
+    return new Promise<T>((resolve, reject) => {
+      let settled = false;
+      /** Records the first outcome only: a call that timed out may still answer later. */
+      const settle = (failed: boolean) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        this.metrics?.storeLatency(operation, performance.now() - started, failed);
+      };
+      const timer = setTimeout(() => {
+        settle(true);
+        reject(new IdempotencyStoreTimeoutError(operation, options.storeTimeout));
+      }, options.storeTimeout);
+      promise.then(
+        (value) => {
+          settle(false);
+          resolve(value);
+        },
+        (error: unknown) => {
+          settle(true);
+          reject(error);
+        },
       );
     });
-    try {
-      return await Promise.race([promise, timeout]);
-    } catch (error) {
-      failed = true;
-      throw error;
-    } finally {
-      clearTimeout(timer);
-      this.metrics?.storeLatency(operation, performance.now() - started, failed);
-    }
   }
 
   private emit(

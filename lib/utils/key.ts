@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash as sha256 } from 'node:crypto';
 import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 
 /** Printable ASCII (space to tilde): what an RFC 8941 sf-string may hold. */
@@ -56,13 +56,12 @@ function unquote(quoted: string): string {
 }
 
 /**
- * SHA-256 of the parts, cut to 128 bits and base64url-encoded: 22 characters, safe in a key name.
- * 128 bits keep collisions out of reach (2^64 work even for chosen inputs) at half the bytes.
+ * SHA-256 of the parts in base64url, cut to 22 characters (132 bits): short and safe in a key
+ * name, and collisions stay out of reach (2^66 work even for chosen inputs).
  */
 export function hash(...parts: string[]): string {
-  const digest = createHash('sha256');
-  for (const part of parts) digest.update(part).update('\0');
-  return digest.digest().subarray(0, 16).toString('base64url');
+  // One-shot hashing is several times faster than createHash() for inputs this small.
+  return sha256('sha256', parts.join('\0') + '\0', 'base64url').slice(0, 22);
 }
 
 /**
