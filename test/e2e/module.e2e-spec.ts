@@ -166,6 +166,36 @@ describe('IdempotencyModule', () => {
     await own.quit();
   });
 
+  it('uses an app-owned client injected through forRootAsync, and closes only its own subscriber', async () => {
+    // The shape of @nestjs-modules/ioredis and similar: the app's module owns the client.
+    const REDIS_CLIENT = Symbol('REDIS_CLIENT');
+    const own = new Redis(testRedisUrl());
+    @Module({ providers: [{ provide: REDIS_CLIENT, useValue: own }], exports: [REDIS_CLIENT] })
+    class AppRedisModule {}
+    const { app, url } = await boot(
+      IdempotencyModule.forRootAsync({
+        imports: [AppRedisModule],
+        inject: [REDIS_CLIENT],
+        useFactory: (client: Redis) => ({ redis: client, keyPrefix: uniquePrefix('byo') }),
+      }),
+    );
+    const store = app.get(IdempotencyStore) as RedisIdempotencyStore;
+    expect(store.client).toBe(own);
+    const key = `byo-${Math.random()}`;
+    await post(url, '/things', { key });
+    expect((await post(url, '/things', { key })).headers.get('idempotent-replayed')).toBe('true');
+    // Wait mode opens a subscriber connection: that one is the module's to close.
+    const unwatch = await store.watch('byo-channel', () => {});
+    unwatch?.();
+    const subscriber = (store as unknown as { subscriber: Redis }).subscriber;
+    expect(subscriber.status).toBe('ready');
+    await app.close();
+    expect(subscriber.status).toBe('end');
+    expect(own.status).toBe('ready');
+    expect(await own.ping()).toBe('PONG');
+    await own.quit();
+  });
+
   it('registers no global interceptor with globalInterceptor: false, so a subclass can be used', async () => {
     const seen: string[] = [];
     @Injectable()
