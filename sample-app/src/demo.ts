@@ -131,6 +131,22 @@ export async function runDemo(url: string, options: { burst?: number } = {}): Pr
       },
     );
     await scenario(
+      'wait',
+      "5 concurrent duplicates of the slow POST /reports/wait (onConflict: 'wait')",
+      'ReportsController.createAndWait',
+      async (r) => {
+        const ran = (await stats(url)).executions['ReportsController.createAndWait'] ?? 0;
+        const first = r.post('/reports/wait', key('wait'), { period: 'daily' });
+        await waitFor(url, 'the report to start', (s) => {
+          return (s.executions['ReportsController.createAndWait'] ?? 0) > ran;
+        });
+        const duplicates = Array.from({ length: 4 }, () =>
+          r.post('/reports/wait', key('wait'), { period: 'daily' }),
+        );
+        await Promise.all([first, ...duplicates]);
+      },
+    );
+    await scenario(
       'tcp-message',
       "The TCP message 'payments.refund' sent twice with one idempotencyKey",
       'PaymentsConsumer.refund',

@@ -248,6 +248,13 @@ describe.each(['memory', 'redis'] as const)('the sample app on the %s store', (s
     const inProgress = scenario('in-progress');
     expect(inProgress).toMatchObject({ statuses: { 201: 1, 409: 4 }, executions: 1 });
     expect(Object.keys(inProgress.headers).some((h) => h.startsWith('retry-after: '))).toBe(true);
+    const wait = scenario('wait');
+    expect(wait).toMatchObject({
+      statuses: { 201: 5 },
+      executions: 1,
+      outcomes: { waiting: 4, replayed: 4 },
+    });
+    expect(wait.headers['idempotent-replayed: true']).toBe(4);
     expect(scenario('tcp-message')).toMatchObject({
       statuses: { reply: 2 },
       executions: 1,

@@ -24,4 +24,16 @@ export class ReportsController {
     await sleep(this.config.reportDelayMs);
     return { id: randomUUID(), period: dto.period, generatedAt: new Date().toISOString() };
   }
+
+  /**
+   * The same slow report with `onConflict: 'wait'`: a duplicate sent while it runs waits for it
+   * and gets its response (Idempotent-Replayed: true) instead of a 409.
+   */
+  @Post('wait')
+  @Idempotent({ onConflict: 'wait' })
+  async createAndWait(@Body() dto: CreateReportDto) {
+    this.stats.executed('ReportsController.createAndWait');
+    await sleep(this.config.reportDelayMs);
+    return { id: randomUUID(), period: dto.period, generatedAt: new Date().toISOString() };
+  }
 }
