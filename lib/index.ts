@@ -11,3 +11,7 @@ export {
 export { IdempotencyModule } from './idempotency.module';
 export type { IdempotencyContextAdapter } from './adapters/context-adapter';
 export type { ResponseSnapshot } from './utils/response-codec';
+export {
+  DEFAULT_PROBLEM_TYPE_BASE,
+  type IdempotencyProblemDetails,
+} from './adapters/http-context.adapter';

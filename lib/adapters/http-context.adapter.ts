@@ -2,7 +2,11 @@ import { ExecutionContext, HttpException, HttpStatus } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
 import { Observable, of } from 'rxjs';
 import { FORBIDDEN_REPLAY_HEADERS, REPLAYED_HEADER } from '../idempotency.constants';
-import { IdempotencyError, IdempotencyErrorCode } from '../errors/idempotency.errors';
+import {
+  IdempotencyError,
+  IdempotencyErrorCode,
+  IdempotencyErrorTitle,
+} from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
@@ -15,7 +19,8 @@ const SSE_METADATA = '__sse__';
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */
 const RESPONSE_PARAM_TYPES = ['1', '2'];
 
-const STATUS: Record<IdempotencyErrorCode, HttpStatus> = {
+/** The HTTP status each error code is answered with. */
+export const IDEMPOTENCY_HTTP_STATUS: Record<IdempotencyErrorCode, HttpStatus> = {
   [IdempotencyErrorCode.KeyMissing]: HttpStatus.BAD_REQUEST,
   [IdempotencyErrorCode.KeyInvalid]: HttpStatus.BAD_REQUEST,
   [IdempotencyErrorCode.InProgress]: HttpStatus.CONFLICT,
@@ -29,6 +34,29 @@ const ERROR_NAME: Record<number, string> = {
   422: 'Unprocessable Entity',
   503: 'Service Unavailable',
 };
+
+/**
+ * Default base of the problem `type` URIs (option `problemDetails: true`): this package's README
+ * on npm, where each error code has a heading; the code, lower-cased, is the heading's anchor.
+ */
+export const DEFAULT_PROBLEM_TYPE_BASE = 'https://www.npmjs.com/package/nestjs-idempotency#';
+
+/** Media type of RFC 9457 problem details in JSON. */
+const PROBLEM_JSON = 'application/problem+json';
+
+/** An RFC 9457 problem details body, as sent with the option `problemDetails`. */
+export interface IdempotencyProblemDetails {
+  /** URI of the problem type: the base (`typeBaseUri`) followed by the lower-cased `code`. */
+  type: string;
+  /** Short summary of the problem type; the same for every occurrence. */
+  title: string;
+  /** The HTTP status code (400, 409, 422 or 503). */
+  status: number;
+  /** What went wrong in this occurrence. */
+  detail: string;
+  /** Stable error code, e.g. `IDEMPOTENCY_IN_PROGRESS` (an extension member). */
+  code: IdempotencyErrorCode;
+}
 
 interface HttpRequestLike {
   method: string;
@@ -120,18 +148,56 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     return of(snapshot.value);
   }
 
-  toException(context: ExecutionContext, error: IdempotencyError): Error {
-    const status = STATUS[error.code];
+  toException(
+    context: ExecutionContext,
+    error: IdempotencyError,
+    options: ResolvedIdempotencyOptions,
+  ): Error {
+    const status = IDEMPOTENCY_HTTP_STATUS[error.code];
+    const response = context.switchToHttp().getResponse();
     if (error.retryAfterMs !== undefined) {
-      const response = context.switchToHttp().getResponse();
       const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
       this.adapterHost.httpAdapter.setHeader(response, 'Retry-After', String(seconds));
     }
-    return new HttpException(
-      { statusCode: status, error: ERROR_NAME[status], code: error.code, message: error.message },
+    if (!options.problemDetails) {
+      return new HttpException(
+        { statusCode: status, error: ERROR_NAME[status], code: error.code, message: error.message },
+        status,
+        { cause: error },
+      );
+    }
+    const base =
+      options.problemDetails === true
+        ? DEFAULT_PROBLEM_TYPE_BASE
+        : options.problemDetails.typeBaseUri;
+    const problem: IdempotencyProblemDetails = {
+      type: base + error.code.toLowerCase(),
+      title: IdempotencyErrorTitle[error.code],
       status,
-      { cause: error },
-    );
+      detail: error.message,
+      code: error.code,
+    };
+    this.setProblemContentType(response);
+    return new HttpException(problem, status, { cause: error });
+  }
+
+  /**
+   * Marks the error response as `application/problem+json`. Nest's exception filter sends the body
+   * with the Content-Type already set, but its Express adapter (Nest 11) resets a string
+   * Content-Type that does not start with `application/json` to `application/json` when it sends
+   * an error body. It only looks at string values, so on Express the header is set as a
+   * one-element array, which Node sends as the same single header line. Fastify keeps a `+json`
+   * type as it is (and would refuse an array).
+   */
+  private setProblemContentType(response: unknown): void {
+    const adapter = this.adapterHost.httpAdapter;
+    if (adapter.getType() === 'express') {
+      (response as { setHeader(name: string, value: string[]): void }).setHeader('Content-Type', [
+        PROBLEM_JSON,
+      ]);
+    } else {
+      adapter.setHeader(response, 'Content-Type', PROBLEM_JSON);
+    }
   }
 
   /** `@Res()` without passthrough and `@Next()` handlers send the response themselves. */

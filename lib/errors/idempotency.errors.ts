@@ -68,3 +68,15 @@ export class IdempotencyStoreTimeoutError extends Error {
     super(`Idempotency store ${operation} timed out after ${timeoutMs} ms`);
   }
 }
+
+/**
+ * A short, human-readable summary of each error code: the same for every occurrence (the RFC 9457
+ * problem `title`; the occurrence's own explanation is the error's message).
+ */
+export const IdempotencyErrorTitle: Record<IdempotencyErrorCode, string> = {
+  [IdempotencyErrorCode.KeyMissing]: 'Idempotency key missing',
+  [IdempotencyErrorCode.KeyInvalid]: 'Invalid idempotency key',
+  [IdempotencyErrorCode.InProgress]: 'Request with this idempotency key in progress',
+  [IdempotencyErrorCode.Mismatch]: 'Idempotency key reused with another request',
+  [IdempotencyErrorCode.StoreUnavailable]: 'Idempotency store unavailable',
+};
