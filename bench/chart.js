@@ -5,7 +5,7 @@
 const { readFileSync, writeFileSync } = require('node:fs');
 const { join } = require('node:path');
 
-const COLORS = { 'ours-redis': '#2563eb', 'ours-memory': '#93c5fd', 'peer-redis': '#f59e0b' };
+const COLORS = { 'ours-redis': '#2563eb', 'ours-memory': '#93c5fd', 'peer-redis': '#c2410c' };
 const NAMES = {
   'ours-redis': 'nestjs-idempotency, Redis',
   'ours-memory': 'nestjs-idempotency, memory store',
@@ -32,9 +32,12 @@ function renderChart(results) {
   const panelLeft = [70, 500];
   const rows = results.throughput;
   const ids = Object.keys(COLORS).filter((id) => rows.some((r) => r.target === id));
-  const values = rows.filter((r) => r.scenario !== 'baseline').map((r) => r.ratio.max);
-  const yMax = Math.max(1.5, Math.ceil((Math.max(...values) + 0.1) * 4) / 4);
-  const y = (v) => bottom - (v / yMax) * (bottom - top);
+  // Scaled to the medians: a whisker from one burst of noise must not flatten every bar.
+  const medians = rows.filter((r) => r.scenario !== 'baseline').map((r) => r.ratio.median);
+  const wanted = Math.max(1.5, Math.max(...medians) * 1.2);
+  const step = wanted <= 2.5 ? 0.25 : 0.5;
+  const yMax = Math.ceil(wanted / step) * step;
+  const y = (v) => bottom - (Math.min(v, yMax) / yMax) * (bottom - top);
   const out = [];
   const text = (x, yy, content, attrs = '') =>
     out.push(`<text x="${x.toFixed(1)}" y="${yy.toFixed(1)}" ${attrs}>${escape(content)}</text>`);
@@ -66,7 +69,7 @@ function renderChart(results) {
     const left = panelLeft[p];
     const right = left + panelWidth;
     text(left + panelWidth / 2, top - 14, title, 'class="panel" text-anchor="middle"');
-    for (let tick = 0; tick <= yMax + 1e-9; tick += 0.25) {
+    for (let tick = 0; tick <= yMax + 1e-9; tick += step) {
       line(left, y(tick), right, y(tick), `class="${Math.abs(tick - 1) < 1e-9 ? 'one' : 'grid'}"`);
       text(left - 6, y(tick) + 4, tick.toFixed(2), 'class="axis" text-anchor="end"');
     }
@@ -87,8 +90,10 @@ function renderChart(results) {
         const cx = x + barWidth / 2;
         line(cx, y(min), cx, y(max), 'class="whisker"');
         line(cx - 4, y(min), cx + 4, y(min), 'class="whisker"');
-        line(cx - 4, y(max), cx + 4, y(max), 'class="whisker"');
-        text(cx, y(max) - 5, median.toFixed(2), 'class="value" text-anchor="middle"');
+        if (max > yMax) text(cx, top - 1, `${max.toFixed(1)}`, 'class="value clipped" text-anchor="middle"');
+        else line(cx - 4, y(max), cx + 4, y(max), 'class="whisker"');
+        // At the foot of the bar, where no whisker or target line runs.
+        text(cx, bottom - 6, median.toFixed(2), `class="value ${id === 'ours-memory' ? '' : 'on-dark'}" text-anchor="middle"`);
       }
       // Targets for our Redis bar: the absolute floor, and the peer's ratio (x1.25 on first runs).
       const oursX = barsLeft;
@@ -122,13 +127,15 @@ text { fill: #1f2937; }
 .panel { font-size: 13px; font-weight: 600; }
 .axis { font-size: 11px; fill: #4b5563; }
 .group { font-size: 12px; fill: #1f2937; }
-.value { font-size: 10.5px; }
+.value { font-size: 10.5px; font-weight: 600; }
+.clipped { font-weight: 400; fill: #6b7280; }
+.on-dark { fill: #ffffff; }
 .grid { stroke: #e5e7eb; stroke-width: 1; }
 .one { stroke: #111827; stroke-width: 1.5; }
 .base { stroke: #9ca3af; stroke-width: 1; }
 .whisker { stroke: #111827; stroke-width: 1; }
 .target { stroke: #dc2626; stroke-width: 2; stroke-dasharray: 5 3; }
-.target.peer { stroke: #b45309; }
+.target.peer { stroke: #9a3412; stroke-dasharray: 2 2; }
 .target-label { font-size: 9.5px; fill: #b91c1c; }
 </style>
 <rect width="100%" height="100%" fill="#ffffff"/>
