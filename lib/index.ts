@@ -15,3 +15,4 @@ export {
   DEFAULT_PROBLEM_TYPE_BASE,
   type IdempotencyProblemDetails,
 } from './adapters/http-context.adapter';
+export type { IdempotencyMetrics, IdempotencyStoreOperation } from './observability/metrics';
