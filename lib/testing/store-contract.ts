@@ -32,26 +32,32 @@ const response = (text: string, extra: number[] = []): StoredResponse => ({
   body: Buffer.concat([Buffer.from(text), Buffer.from(extra)]),
 });
 
-/** A listener and a promise that settles on its first call, or fails after 5 s. */
+/** A listener that counts its calls, and a way to wait (at most 5 s) for the first one. */
 function signal() {
-  let fire!: () => void;
   let count = 0;
-  const fired = new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error('the watcher was not notified within 5 s')),
-      5_000,
-    );
-    fire = () => {
-      count++;
-      clearTimeout(timer);
-      resolve();
-    };
-  });
+  let resolve!: () => void;
+  const fired = new Promise<void>((r) => (resolve = r));
   return {
-    fire: () => fire(),
-    fired,
+    fire: () => {
+      count++;
+      resolve();
+    },
     get count() {
       return count;
+    },
+    async wait(): Promise<void> {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const timeout = new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error('the watcher was not notified within 5 s')),
+          5_000,
+        );
+      });
+      try {
+        await Promise.race([fired, timeout]);
+      } finally {
+        clearTimeout(timer);
+      }
     },
   };
 }
@@ -261,7 +267,7 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
           });
           assert.equal(waiting.status, 'in_progress');
           assert.equal(await store.complete(k, 'a', response('done'), 60_000), true);
-          await seen.fired;
+          await seen.wait();
           const after = await claim(k, 'b');
           assert.ok(after.status === 'completed' && after.response.body.toString() === 'done');
         } finally {
@@ -284,7 +290,7 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
         try {
           await store.claim(k, { token: 'b', fingerprint: 'fp', leaseMs: lease, waiting: true });
           assert.equal(await store.release(k, 'a'), true);
-          await stays.fired;
+          await stays.wait();
           // Listeners of one key are called together: the removed one would have run by now.
           assert.equal(gone.count, 0);
           assert.deepEqual(await claim(k, 'b'), { status: 'claimed' });
