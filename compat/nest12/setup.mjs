@@ -7,8 +7,3 @@ globalThis[Symbol.for('nestjs-idempotency:nest12:microservices')] = microservice
 
 // CommonJS test files use the `jest` global; Jest only injects it into CommonJS modules.
 globalThis.jest = jest;
-
-// sample-app/src/demo.ts is a CLI too: it runs main() when `require.main === module`, names ESM
-// does not define. A test importing it must not run it; here the two compare unequal, as in CJS.
-globalThis.require = { main: undefined };
-globalThis.module = {};

@@ -308,7 +308,8 @@ async function isSampleApp(url: string): Promise<boolean> {
   }
 }
 
-if (require.main === module) {
+// Run as a CLI (node dist-sample/demo.js), not when a test imports it; `require` is absent in ESM.
+if (typeof require !== 'undefined' && require.main === module) {
   main().catch((error: unknown) => {
     console.error(error);
     process.exitCode = 1;
