@@ -1,0 +1,87 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
+import { randomUUID } from 'node:crypto';
+import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import { IdempotencyStore } from '../stores/idempotency.store';
+
+/** Options of {@link IdempotencyHealthIndicator.pingCheck}. */
+export interface IdempotencyPingCheckOptions {
+  /** Longest the check waits for the store (claim and release together), in milliseconds. Default: 1 000. */
+  timeout?: number;
+}
+
+/**
+ * How long the health record lives if its release never arrives, in milliseconds: the key frees
+ * itself after this, whatever happens to the check.
+ */
+const HEALTH_LEASE_MS = 5_000;
+
+/**
+ * A Terminus health indicator for the idempotency store. It does what a request does: claims a
+ * reserved key (`<keyPrefix>{health}`) with a random token and a short lease, then releases it,
+ * so it works on every store (memory, Redis single node, Sentinel, Cluster, your own) and proves
+ * that the store answers the calls requests depend on, scripts included. Two round trips.
+ *
+ * Provide it next to `TerminusModule`; it injects the store of `IdempotencyModule`.
+ *
+ * @example
+ * ```ts
+ * @Get('health')
+ * @HealthCheck()
+ * check() {
+ *   return this.health.check([() => this.idempotency.pingCheck('idempotency')]);
+ * }
+ * ```
+ */
+@Injectable()
+export class IdempotencyHealthIndicator {
+  constructor(
+    private readonly store: IdempotencyStore,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedIdempotencyOptions,
+    private readonly health: HealthIndicatorService,
+  ) {}
+
+  /**
+   * `up` when the store claimed and released the health key within `timeout` (a concurrent check
+   * holding it counts as an answer too), else `down` with the reason.
+   */
+  async pingCheck<const Key extends string>(
+    key: Key,
+    options: IdempotencyPingCheckOptions = {},
+  ): Promise<HealthIndicatorResult<Key>> {
+    const indicator = this.health.check(key);
+    const timeout = options.timeout ?? 1_000;
+    try {
+      await withTimeout(this.ping(), timeout);
+      return indicator.up();
+    } catch (error) {
+      return indicator.down({ message: error instanceof Error ? error.message : String(error) });
+    }
+  }
+
+  private async ping(): Promise<void> {
+    const key = `${this.options.keyPrefix}{health}`;
+    const token = randomUUID();
+    const result = await this.store.claim(key, {
+      token,
+      fingerprint: '',
+      leaseMs: HEALTH_LEASE_MS,
+    });
+    if (result.status === 'claimed') await this.store.release(key, token);
+  }
+}
+
+/** `promise`, or a rejection after `ms`. A late rejection of `promise` is ignored, not unhandled. */
+async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timeout of ${ms} ms exceeded`)), ms);
+  });
+  promise.catch(() => {});
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
