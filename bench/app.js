@@ -1,5 +1,6 @@
 // The app under test, in its own process, using the built library (dist/) as users do.
-// Env: STORE=redis|memory, REDIS_URL, KEY_PREFIX, PORT (0 = free). Prints `READY <port>`.
+// Env: STORE=redis|memory, REDIS_URL, KEY_PREFIX, PORT (0 = free), BENCH_MODULE_OPTIONS (JSON
+// merged into forRoot's options). Prints `READY <port>`.
 // Routes (all POST): /baseline (no idempotency) and /idempotent, each also as /…-io with ~5 ms of
 // simulated I/O, answering the ~200 B JSON of bench/payload.js (or `size` bytes of order JSON when
 // the body asks for it); /hold (409 on a duplicate) and /hold-wait (onConflict: 'wait') hold until
@@ -73,11 +74,13 @@ Controller()(BenchController);
 class AppModule {}
 Module({
   imports: [
-    IdempotencyModule.forRoot(
-      process.env.STORE === 'redis'
+    IdempotencyModule.forRoot({
+      ...(process.env.STORE === 'redis'
         ? { redis: process.env.REDIS_URL, keyPrefix: process.env.KEY_PREFIX }
-        : { store: new MemoryIdempotencyStore({ maxEntries: 5_000_000 }) },
-    ),
+        : { store: new MemoryIdempotencyStore({ maxEntries: 5_000_000 }) }),
+      // BENCH_MODULE_OPTIONS='{"metrics":false}' and the like, to see what an option costs.
+      ...JSON.parse(process.env.BENCH_MODULE_OPTIONS || '{}'),
+    }),
   ],
   controllers: [BenchController],
 })(AppModule);
