@@ -1,5 +1,6 @@
 import { ExecutionContext, HttpException, HttpStatus } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
+import type { ServerResponse } from 'node:http';
 import { Observable, of } from 'rxjs';
 import { FORBIDDEN_REPLAY_HEADERS, REPLAYED_HEADER } from '../idempotency.constants';
 import {
@@ -43,6 +44,7 @@ export const DEFAULT_PROBLEM_TYPE_BASE = 'https://www.npmjs.com/package/nestjs-i
 
 /** Media type of RFC 9457 problem details in JSON. */
 const PROBLEM_JSON = 'application/problem+json';
+const JSON_TYPE = 'application/json';
 
 /** An RFC 9457 problem details body, as sent with the option `problemDetails`. */
 export interface IdempotencyProblemDetails {
@@ -181,23 +183,11 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     return new HttpException(problem, status, { cause: error });
   }
 
-  /**
-   * Marks the error response as `application/problem+json`. Nest's exception filter sends the body
-   * with the Content-Type already set, but its Express adapter (Nest 11) resets a string
-   * Content-Type that does not start with `application/json` to `application/json` when it sends
-   * an error body. It only looks at string values, so on Express the header is set as a
-   * one-element array, which Node sends as the same single header line. Fastify keeps a `+json`
-   * type as it is (and would refuse an array).
-   */
+  /** Marks the error response as `application/problem+json`, on the wire as well. */
   private setProblemContentType(response: unknown): void {
     const adapter = this.adapterHost.httpAdapter;
-    if (adapter.getType() === 'express') {
-      (response as { setHeader(name: string, value: string[]): void }).setHeader('Content-Type', [
-        PROBLEM_JSON,
-      ]);
-    } else {
-      adapter.setHeader(response, 'Content-Type', PROBLEM_JSON);
-    }
+    adapter.setHeader(response, 'Content-Type', PROBLEM_JSON);
+    if (adapter.getType() === 'express') keepProblemContentType(response as ServerResponse);
   }
 
   /** `@Res()` without passthrough and `@Next()` handlers send the response themselves. */
@@ -218,4 +208,22 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     this.selfResponding.set(handler, reason);
     return reason;
   }
+}
+
+/**
+ * Nest's exception filter sends the error body with the Content-Type already set, but Nest 11's
+ * Express adapter replaces one that does not start with `application/json` by `application/json`
+ * (Nest 12 accepts any `+json` type). This puts `application/problem+json` back just before the
+ * headers are written, and only when it finds `application/json` there: a filter that answers
+ * with a type of its own keeps it.
+ */
+function keepProblemContentType(response: ServerResponse): void {
+  const writeHead = response.writeHead;
+  response.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+    const type = this.getHeader('Content-Type');
+    if (typeof type === 'string' && type.startsWith(JSON_TYPE)) {
+      this.setHeader('Content-Type', PROBLEM_JSON + type.slice(JSON_TYPE.length));
+    }
+    return writeHead.apply(this, args as Parameters<ServerResponse['writeHead']>);
+  } as ServerResponse['writeHead'];
 }
