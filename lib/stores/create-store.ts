@@ -10,16 +10,13 @@ const logger = new Logger('Idempotency');
 let warnedMemory = false;
 
 /**
- * Settings for clients the module creates: fail fast instead of queueing while Redis is down, and
+ * Settings for clients the module creates: fail fast instead of retrying while Redis is down, and
  * auto-pipelining: the commands of every request handled in one event-loop turn leave in one
  * write (under 20 concurrent requests, 0.2 writes per request instead of 2; socket writes were a
- * fifth of the CPU profile of a first execution).
+ * fifth of the CPU profile of a first execution). The offline queue is on only until the first
+ * connection is ready (see {@link queueUntilFirstReady}).
  */
-const CLIENT_DEFAULTS = {
-  enableOfflineQueue: false,
-  maxRetriesPerRequest: 1,
-  enableAutoPipelining: true,
-};
+const CLIENT_DEFAULTS = { maxRetriesPerRequest: 1, enableAutoPipelining: true };
 
 /** Builds the store the module options ask for: `store`, else `redis`, else the memory store. */
 export function createStore(options: IdempotencyModuleOptions): IdempotencyStore {
@@ -50,7 +47,8 @@ function createRedisClient(config: NonNullable<IdempotencyModuleOptions['redis']
   const ioredis = loadPeer<typeof import('ioredis')>('ioredis', 'the `redis` option');
   let client: Redis | Cluster;
   if (typeof config === 'string') {
-    client = new ioredis.Redis(config, CLIENT_DEFAULTS);
+    const options = { ...CLIENT_DEFAULTS, enableOfflineQueue: true };
+    client = queueUntilFirstReady(new ioredis.Redis(config, options), false);
   } else if ('clusterNodes' in config) {
     client = new ioredis.Cluster(config.clusterNodes, {
       enableAutoPipelining: true,
@@ -58,7 +56,8 @@ function createRedisClient(config: NonNullable<IdempotencyModuleOptions['redis']
       redisOptions: { maxRetriesPerRequest: 1, ...config.clusterOptions?.redisOptions },
     });
   } else {
-    client = new ioredis.Redis({ ...CLIENT_DEFAULTS, ...config });
+    const options = { ...CLIENT_DEFAULTS, ...config, enableOfflineQueue: true };
+    client = queueUntilFirstReady(new ioredis.Redis(options), config.enableOfflineQueue ?? false);
   }
   // Log an outage once, and its end, rather than every reconnection attempt.
   let down = false;
@@ -73,6 +72,17 @@ function createRedisClient(config: NonNullable<IdempotencyModuleOptions['redis']
     logger.log('Redis connection is back');
   });
   return { client, owned: true };
+}
+
+/**
+ * Queues commands while the client makes its first connection, then sets `offlineQueue` (false:
+ * fail fast while Redis is down, since a queued claim could run after its request gave up). Nest
+ * starts a hybrid app's microservices before it runs the bootstrap hooks, so their first messages
+ * can arrive before the module has waited for the connection; those must wait, not fail.
+ */
+function queueUntilFirstReady(client: Redis, offlineQueue: boolean): Redis {
+  client.once('ready', () => (client.options.enableOfflineQueue = offlineQueue));
+  return client;
 }
 
 /** Waits (bounded) until a client the module created is ready, so boot does not race the first request. */

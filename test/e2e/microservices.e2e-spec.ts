@@ -204,6 +204,47 @@ describe('microservice store outage', () => {
 });
 
 describe('hybrid app (HTTP + microservice)', () => {
+  it('serves messages that arrive before app.listen() (Nest runs the bootstrap hooks only then)', async () => {
+    const { Module } = await import('@nestjs/common');
+    const { NestFactory } = await import('@nestjs/core');
+    const { ClientProxyFactory, Transport } = await import('@nestjs/microservices');
+    const { IdempotencyModule } = await import('../../lib');
+    const { PaymentsConsumer, countExecutionsIn } = await import('../support/microservice-app');
+    const executions = new Executions();
+    countExecutionsIn(executions);
+    const setup = await transportSetup('tcp');
+    @Module({
+      imports: [
+        IdempotencyModule.forRoot({ redis: testRedisUrl(), keyPrefix: uniquePrefix('early') }),
+      ],
+      controllers: [PaymentsConsumer],
+    })
+    class EarlyModule {}
+    const app = await NestFactory.create(EarlyModule, { logger: false });
+    app.connectMicroservice(
+      { transport: Transport.TCP, options: setup.options },
+      { inheritAppConfig: true },
+    );
+    // The order Nest documents: the microservice takes messages before app.init() / listen().
+    await app.startAllMicroservices();
+    const client = ClientProxyFactory.create({
+      transport: Transport.TCP,
+      options: setup.options,
+    } as never);
+    try {
+      const key = newKey();
+      const send = () =>
+        lastValueFrom(client.send(PATTERNS.charge, withKey(setup, { amount: 2 }, key)));
+      const first = await send();
+      expect(first).toMatchObject({ charged: 2 });
+      expect(await send()).toEqual(first);
+      expect(executions.count('charge')).toBe(1);
+    } finally {
+      await (client as { close(): Promise<void> | void }).close();
+      await app.close();
+    }
+  });
+
   it('applies the global interceptor to microservice handlers with inheritAppConfig: true', async () => {
     const { Module } = await import('@nestjs/common');
     const { NestFactory } = await import('@nestjs/core');

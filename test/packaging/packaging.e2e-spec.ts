@@ -490,20 +490,15 @@ export const used = [IdempotencyModule.forRoot({ store: new MemoryIdempotencySto
         await stop(booted.child);
       });
 
-      // KNOWN BUG (library, not this test): started in the order Nest documents, the microservice
-      // consumes before app.init(), so before IdempotencyModule.onApplicationBootstrap waits for
-      // the Redis client it created; that client has enableOfflineQueue: false, so the first
-      // message is answered IDEMPOTENCY_STORE_UNAVAILABLE ("Stream isn't writeable and
-      // enableOfflineQueue options is false"). When this starts passing, drop `.failing`.
-      it.failing(
-        'replays the second TCP message on the redis store, started as Nest documents hybrid apps',
-        async () => {
-          const booted = await boot(app.dir!, await redisEnv(app, 'documented'));
-          children.push(booted.child);
-          expect(booted.rpc).toEqual(RPC_EXPECTED);
-          await stop(booted.child);
-        },
-      );
+      // Started in the order Nest documents, the microservice consumes before app.init(), so before
+      // IdempotencyModule.onApplicationBootstrap has waited for Redis: the client the module
+      // created must queue its first commands until its first connection is ready.
+      it('replays the second TCP message on the redis store, started as Nest documents hybrid apps', async () => {
+        const booted = await boot(app.dir!, await redisEnv(app, 'documented'));
+        children.push(booted.child);
+        expect(booted.rpc).toEqual(RPC_EXPECTED);
+        await stop(booted.child);
+      });
     }
 
     if (!app.ioredis) {
