@@ -77,7 +77,7 @@ export interface IdempotencyOptions {
   waitTimeout?: number;
   /**
    * Compresses stored bodies of at least `threshold` bytes with node:zlib; replays decompress
-   * them transparently. `false` stores bodies as they are. Default: brotli (quality 4) from 1 KiB.
+   * them transparently. `false` stores bodies as they are. Default: brotli (quality 5) from 1 KiB.
    */
   compression?: false | IdempotencyCompressionOptions;
   /**
@@ -94,7 +94,7 @@ export interface IdempotencyCompressionOptions {
   algorithm?: 'brotli' | 'gzip' | 'deflate';
   /** Smallest body compressed, in bytes; smaller ones are stored as they are. Default: 1 024. */
   threshold?: number;
-  /** Compression level: brotli quality 0-11, gzip/deflate level 1-9. Default: 4 (brotli), 6 (gzip, deflate). */
+  /** Compression level: brotli quality 0-11, gzip/deflate level 1-9. Default: 5 (brotli), 6 (gzip, deflate). */
   level?: number;
 }
 

@@ -55,7 +55,7 @@ const CODECS: Record<
     compress: promisify(zlib.brotliCompress),
     decompress: promisify(zlib.brotliDecompress),
     options: (level) => ({ params: { [zlib.constants.BROTLI_PARAM_QUALITY]: level } }),
-    defaultLevel: 4,
+    defaultLevel: 5,
   },
   gzip: {
     compress: promisify(zlib.gzip),
