@@ -204,48 +204,11 @@ describe('microservice store outage', () => {
 });
 
 describe('hybrid app (HTTP + microservice)', () => {
-  it('serves messages that arrive before app.listen() (Nest runs the bootstrap hooks only then)', async () => {
-    const { Module } = await import('@nestjs/common');
-    const { NestFactory } = await import('@nestjs/core');
-    const { ClientProxyFactory, Transport } = await import('@nestjs/microservices');
-    const { IdempotencyModule } = await import('../../lib');
-    const { PaymentsConsumer, countExecutionsIn } = await import('../support/microservice-app');
-    const executions = new Executions();
-    countExecutionsIn(executions);
-    const setup = await transportSetup('tcp');
-    @Module({
-      imports: [
-        IdempotencyModule.forRoot({ redis: testRedisUrl(), keyPrefix: uniquePrefix('early') }),
-      ],
-      controllers: [PaymentsConsumer],
-    })
-    class EarlyModule {}
-    const app = await NestFactory.create(EarlyModule, { logger: false });
-    app.connectMicroservice(
-      { transport: Transport.TCP, options: setup.options },
-      { inheritAppConfig: true },
-    );
-    // The order Nest documents: the microservice takes messages before app.init() / listen().
-    await app.startAllMicroservices();
-    const client = ClientProxyFactory.create({
-      transport: Transport.TCP,
-      options: setup.options,
-    } as never);
-    try {
-      const key = newKey();
-      const send = () =>
-        lastValueFrom(client.send(PATTERNS.charge, withKey(setup, { amount: 2 }, key)));
-      const first = await send();
-      expect(first).toMatchObject({ charged: 2 });
-      expect(await send()).toEqual(first);
-      expect(executions.count('charge')).toBe(1);
-    } finally {
-      await (client as { close(): Promise<void> | void }).close();
-      await app.close();
-    }
-  });
-
-  it('applies the global interceptor to microservice handlers with inheritAppConfig: true', async () => {
+  /**
+   * Boots PaymentsConsumer in a hybrid app on Redis, the microservice started the way Nest
+   * documents it (before the HTTP app's init), and returns a TCP client and a send() helper.
+   */
+  async function startHybrid(listen: boolean) {
     const { Module } = await import('@nestjs/common');
     const { NestFactory } = await import('@nestjs/core');
     const { ClientProxyFactory, Transport } = await import('@nestjs/microservices');
@@ -267,31 +230,47 @@ describe('hybrid app (HTTP + microservice)', () => {
       { inheritAppConfig: true },
     );
     await app.startAllMicroservices();
-    await app.listen(0, '127.0.0.1');
+    if (listen) await app.listen(0, '127.0.0.1');
     const client = ClientProxyFactory.create({
       transport: Transport.TCP,
       options: setup.options,
     } as never);
+    return {
+      executions,
+      send: (data: Record<string, unknown>, key: string) =>
+        lastValueFrom(client.send(PATTERNS.charge, withKey(setup, data, key))),
+      close: async () => {
+        await (client as { close(): Promise<void> | void }).close();
+        await app.close();
+      },
+    };
+  }
+
+  it('serves messages that arrive before app.listen() (Nest runs the bootstrap hooks only then)', async () => {
+    const hybrid = await startHybrid(false);
     try {
       const key = newKey();
-      const first = await lastValueFrom(
-        client.send(PATTERNS.charge, withKey(setup, { amount: 3 }, key)),
-      );
-      const again = await lastValueFrom(
-        client.send(PATTERNS.charge, withKey(setup, { amount: 3 }, key)),
-      );
-      expect(again).toEqual(first);
-      expect(executions.count('charge')).toBe(1);
-      expect(
-        await errorOf(
-          lastValueFrom(client.send(PATTERNS.charge, withKey(setup, { amount: 4 }, key))),
-        ),
-      ).toMatchObject({
+      const first = await hybrid.send({ amount: 2 }, key);
+      expect(first).toMatchObject({ charged: 2 });
+      expect(await hybrid.send({ amount: 2 }, key)).toEqual(first);
+      expect(hybrid.executions.count('charge')).toBe(1);
+    } finally {
+      await hybrid.close();
+    }
+  });
+
+  it('applies the global interceptor to microservice handlers with inheritAppConfig: true', async () => {
+    const hybrid = await startHybrid(true);
+    try {
+      const key = newKey();
+      const first = await hybrid.send({ amount: 3 }, key);
+      expect(await hybrid.send({ amount: 3 }, key)).toEqual(first);
+      expect(hybrid.executions.count('charge')).toBe(1);
+      expect(await errorOf(hybrid.send({ amount: 4 }, key))).toMatchObject({
         code: 'IDEMPOTENCY_KEY_REUSED',
       });
     } finally {
-      await (client as { close(): Promise<void> | void }).close();
-      await app.close();
+      await hybrid.close();
     }
   });
 });
