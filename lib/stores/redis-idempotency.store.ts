@@ -99,9 +99,8 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     let watch = this.watches.get(channel);
     if (!watch) {
       const subscriber = this.getSubscriber();
-      const subscribed = this.sharded
-        ? subscriber.ssubscribe(channel)
-        : subscriber.subscribe(channel);
+      // ioredis prefixes sharded channels itself (they name keys), plain channels it does not.
+      const subscribed = this.sharded ? subscriber.ssubscribe(key) : subscriber.subscribe(channel);
       watch = { listeners: new Set(), subscribed };
       this.watches.set(channel, watch);
       subscribed.catch(() => this.unwatch(channel, watch!));
@@ -134,7 +133,10 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     if (this.subscriber) return this.subscriber;
     // Queue while connecting: watch() is bounded by the caller's storeTimeout.
     const subscriber = this.sharded
-      ? (this.client as Cluster).duplicate([], { shardedSubscribers: true })
+      ? (this.client as Cluster).duplicate([], {
+          shardedSubscribers: true,
+          enableOfflineQueue: true,
+        })
       : (this.client as Redis).duplicate({ enableOfflineQueue: true });
     const notify = (channel: string | Buffer) =>
       this.watches.get(String(channel))?.listeners.forEach((listener) => listener());
@@ -149,7 +151,10 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     this.watches.delete(channel);
     const subscriber = this.subscriber;
     if (!subscriber) return;
-    const done = this.sharded ? subscriber.sunsubscribe(channel) : subscriber.unsubscribe(channel);
+    const prefix = this.client.options.keyPrefix ?? '';
+    const done = this.sharded
+      ? subscriber.sunsubscribe(channel.slice(prefix.length))
+      : subscriber.unsubscribe(channel);
     done.catch(() => {});
   }
 }
