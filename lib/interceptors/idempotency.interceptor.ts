@@ -195,7 +195,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
     let result: ClaimResult;
     try {
-      result = await this.call('claim', this.store.claim(claim.key, request), options);
+      result = await this.claim(claim, request);
     } catch (error) {
       this.emit(options, 'store_error', handler, claim.key, error);
       if (options.failOpen) {
@@ -225,6 +225,26 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     this.emit(options, 'claimed', handler, claim.key);
     return this.run(context, next, adapter, claim);
+  }
+
+  /**
+   * One claim, bounded by storeTimeout. A claim that timed out may still reach the store later
+   * (queued while Redis was connecting or stalled): if it then claims the key, nobody runs the
+   * handler, so it is released at once instead of staying pending for lockTtl.
+   */
+  private async claim(claim: Claim, request: ClaimRequest): Promise<ClaimResult> {
+    const claiming = this.store.claim(claim.key, request);
+    try {
+      return await this.call('claim', claiming, claim.options);
+    } catch (error) {
+      if (error instanceof IdempotencyStoreTimeoutError) {
+        claiming.then(
+          (late) => (late.status === 'claimed' ? this.release(claim, error) : undefined),
+          () => {},
+        );
+      }
+      throw error;
+    }
   }
 
   /**
@@ -261,17 +281,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       for (;;) {
         // Claimed again after watching, so an outcome between the two calls is not missed.
-        result = await this.call(
-          'claim',
-          this.store.claim(key, { ...request, waiting: true }),
-          options,
-        );
+        result = await this.claim(claim, { ...request, waiting: true });
         const left = deadline - performance.now();
         if (result.status !== 'in_progress' || left <= 0) return result;
         await wakeOrTimeout(woken, Math.min(left, result.retryAfterMs + 1));
         woken = new Promise<void>((resolve) => (wake = resolve));
       }
     } catch (error) {
+      this.emit(options, 'store_error', handler, key, error);
       this.logger.warn(`${handler}: waiting on ${key} failed (${describe(error)}); answering 409`);
       return result;
     } finally {

@@ -39,6 +39,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   private readonly sharded: boolean;
   private subscriber?: Redis | Cluster;
   private readonly watches = new Map<string, Watch>();
+  private closed = false;
 
   constructor(
     /** The ioredis client (`Redis` or `Cluster`). */
@@ -94,6 +95,8 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   }
 
   override async watch(key: string, listener: () => void): Promise<() => void> {
+    // A subscriber opened now would never be closed.
+    if (this.closed) throw new Error('the idempotency store is closed');
     // ioredis prefixes KEYS, so the scripts publish to the prefixed name.
     const channel = (this.client.options.keyPrefix ?? '') + key;
     let watch = this.watches.get(channel);
@@ -114,6 +117,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   }
 
   override async close(): Promise<void> {
+    this.closed = true;
     const subscriber = this.subscriber;
     this.subscriber = undefined;
     this.watches.clear();

@@ -3,8 +3,12 @@ import { join } from 'node:path';
 import type { Cluster, Redis } from 'ioredis';
 import { packageFolder } from '../utils/load-optional';
 
-/** Where the package keeps its Lua scripts: `lua/` at the package root, next to `lib/` and `dist/`. */
-export const LUA_DIR = packageFolder('lua');
+/**
+ * Where the package keeps its Lua scripts: `lua/` at the package root, next to `lib/` and `dist/`.
+ * Looked up on first use, not at import: an app on the memory store (or a bundle that left `lua/`
+ * out) must not fail to load because of it.
+ */
+let luaDir: string | undefined;
 
 /**
  * Script names carry a version: a client shared by two versions of this package, or a script
@@ -33,7 +37,8 @@ const sources = new Map<string, string>();
 function readScript(file: string): string {
   let lua = sources.get(file);
   if (lua === undefined) {
-    lua = readFileSync(join(LUA_DIR, `${file}.lua`), 'utf8');
+    luaDir ??= packageFolder('lua');
+    lua = readFileSync(join(luaDir, `${file}.lua`), 'utf8');
     sources.set(file, lua);
   }
   return lua;

@@ -124,6 +124,7 @@ export function encodeResponse(snapshot: ResponseSnapshot): EncodedResponse {
 /**
  * The stored form of an encoded response: the body compressed (off the event loop, in libuv's
  * thread pool) when compression is on, it has at least `threshold` bytes and it gets smaller.
+ * Compression is an optimisation: a body it fails on is stored as it is.
  */
 export async function packResponse(
   encoded: EncodedResponse,
@@ -133,10 +134,9 @@ export async function packResponse(
   if (compression && body.length > 0 && body.length >= (compression.threshold ?? 1024)) {
     const algorithm = compression.algorithm ?? 'brotli';
     const codec = CODECS[algorithm];
-    const packed = await codec.compress(
-      body,
-      codec.options(compression.level ?? codec.defaultLevel),
-    );
+    const packed = await codec
+      .compress(body, codec.options(compression.level ?? codec.defaultLevel))
+      .catch(() => body);
     if (packed.length < body.length) {
       meta = { ...meta, z: algorithm };
       body = packed;

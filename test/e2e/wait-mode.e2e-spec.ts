@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { lastValueFrom } from 'rxjs';
-import { IdempotencyModuleOptions, IdempotencyStore } from '../../lib';
+import { IdempotencyModuleOptions, IdempotencyStore, RedisIdempotencyStore } from '../../lib';
 import { PATTERNS, startConsumer, transportSetup, withKey } from '../support/microservice-app';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import {
@@ -178,6 +178,40 @@ describe("onConflict: 'wait' on a private redis-server", () => {
     expect(answers.map((answer) => answer.status)).toEqual([201, 201, 201, 201, 201, 201]);
     await Promise.all(held);
     expect(await inspect.pubsub('CHANNELS')).toEqual([]);
+  });
+
+  it('refuses to watch once the store is closed, and opens no subscriber for it', async () => {
+    const client = new Redis(server.url);
+    const store = new RedisIdempotencyStore(client);
+    await store.close();
+    await expect(store.watch(newKey(), () => {})).rejects.toThrow('closed');
+    expect(await subscribers()).toBe(0);
+    await client.quit();
+  });
+
+  it('answers 409 with a store_error event when the store stops answering during a wait', async () => {
+    const app = await startTestApp('express', { redis: server.url, storeTimeout: 300 });
+    try {
+      const key = newKey();
+      const body = { failFirst: key };
+      expect((await post(app.url, '/payments/wait', { key, body })).status).toBe(402);
+      const [released] = app.executions.ofType('released').slice(-1);
+      await app.app
+        .get(IdempotencyStore)
+        .claim(released.key!, { token: 'ghost', fingerprint: '', leaseMs: 500 });
+      const waiting = app.executions.waitFor('waiting');
+      const duplicate = post(app.url, '/payments/wait', { key, body });
+      await waiting;
+      process.kill(server.pid, 'SIGSTOP'); // the waiter's next claim gets no answer
+      try {
+        expect((await duplicate).status).toBe(409);
+        expect(app.executions.ofType('store_error')).toHaveLength(1);
+      } finally {
+        process.kill(server.pid, 'SIGCONT');
+      }
+    } finally {
+      await app.close();
+    }
   });
 
   it('publishes nothing when nobody waits', async () => {

@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { cp, mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -502,6 +502,21 @@ export const used = [IdempotencyModule.forRoot({ store: new MemoryIdempotencySto
     }
 
     if (!app.ioredis) {
+      it('runs on the memory store without lua/, as a bundle that left it out would', async () => {
+        const lua = join(app.dir!, 'node_modules', 'nestjs-idempotency', 'lua');
+        await rename(lua, `${lua}.moved`);
+        try {
+          const booted = await boot(app.dir!, {});
+          children.push(booted.child);
+          const key = `${app.name}-no-lua-${Date.now()}`;
+          expect((await pay(booted.url, key)).replayed).toBeNull();
+          expect((await pay(booted.url, key)).replayed).toBe('true');
+          await stop(booted.child);
+        } finally {
+          await rename(`${lua}.moved`, lua);
+        }
+      });
+
       it('fails at bootstrap with `npm install ioredis` when configured with redis', async () => {
         // Nothing listens there, and nothing tries: the missing package is found first.
         const { code, output } = await bootFailure(app.dir!, {

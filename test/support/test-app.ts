@@ -89,13 +89,21 @@ export class Executions {
     for (const listener of [...this.listeners]) listener();
   }
 
-  /** Resolves once `count` more events of `type` have been recorded than there are now. */
-  waitFor(type: IdempotencyEvent['type'], count = 1): Promise<void> {
+  /**
+   * Resolves once `count` more events of `type` have been recorded than there are now; rejects
+   * after `timeoutMs`, so a missing event fails the test (and its cleanup still runs).
+   */
+  waitFor(type: IdempotencyEvent['type'], count = 1, timeoutMs = 10_000): Promise<void> {
     const target = this.ofType(type).length + count;
-    return new Promise((resolve) => {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.listeners = this.listeners.filter((l) => l !== listener);
+        reject(new Error(`expected ${count} more '${type}' event(s) within ${timeoutMs} ms`));
+      }, timeoutMs);
       const listener = () => {
         if (this.ofType(type).length < target) return;
         this.listeners = this.listeners.filter((l) => l !== listener);
+        clearTimeout(timer);
         resolve();
       };
       this.listeners.push(listener);

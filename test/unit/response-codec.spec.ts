@@ -52,6 +52,14 @@ describe('response codec', () => {
     expect(JSON.parse((await packResponse(random, false)).meta).z).toBeUndefined();
   });
 
+  it('stores the body as it is when the compressor fails', async () => {
+    const encoded = encodeResponse({ value: orders(20) });
+    // A level zlib refuses (option validation keeps users from it) makes gzip throw.
+    const stored = await packResponse(encoded, { algorithm: 'gzip', level: 42, threshold: 0 });
+    expect(JSON.parse(stored.meta).z).toBeUndefined();
+    expect(stored.body).toEqual(encoded.body);
+  });
+
   it('does not store the JSON content type every framework sets anyway', () => {
     const json = encodeResponse({
       headers: { 'content-type': 'application/json; charset=utf-8', etag: '"1"' },
