@@ -9,7 +9,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
-import { concatMap, from, Observable } from 'rxjs';
+import { Observable } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import { HttpContextAdapter } from '../adapters/http-context.adapter';
 import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
@@ -75,6 +75,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly adapters: Partial<Record<ContextType, IdempotencyContextAdapter>>;
   private readonly warned = new Set<string>();
   private readonly metrics?: IdempotencyMetrics;
+  /** Waiters' claims in flight, per key and fingerprint (see {@link recheck}). */
+  private readonly rechecks = new Map<string, Promise<ClaimResult>>();
 
   constructor(
     protected readonly store: IdempotencyStore,
@@ -248,6 +250,29 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /**
+   * A waiter's claim, with the `waiting` flag so that the outcome is published. The waiters of one
+   * key and payload in this process share a claim in flight, so that one notification costs one
+   * store round trip, not one per waiter. Only a final outcome (completed, mismatch) is shared:
+   * on any other answer each waiter claims for itself, so that only one of them takes a freed key
+   * and each marks the record it waits on.
+   */
+  private async recheck(claim: Claim, request: ClaimRequest): Promise<ClaimResult> {
+    const id = `${claim.key}\0${request.fingerprint}`;
+    const shared = this.rechecks.get(id);
+    if (shared) {
+      const result = await shared;
+      if (result.status === 'completed' || result.status === 'mismatch') return result;
+    }
+    const own = this.claim(claim, { ...request, waiting: true });
+    this.rechecks.set(id, own);
+    try {
+      return await own;
+    } finally {
+      if (this.rechecks.get(id) === own) this.rechecks.delete(id);
+    }
+  }
+
+  /**
    * `onConflict: 'wait'`: holds a duplicate until the request that holds its key completes or
    * fails, then claims again, which replays the stored response, or claims the key when the first
    * request failed or its lease ran out (a crashed holder). Never polls: it claims again only
@@ -281,7 +306,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       for (;;) {
         // Claimed again after watching, so an outcome between the two calls is not missed.
-        result = await this.claim(claim, { ...request, waiting: true });
+        result = await this.recheck(claim, request);
         const left = deadline - performance.now();
         if (result.status !== 'in_progress' || left <= 0) return result;
         await wakeOrTimeout(woken, Math.min(left, result.retryAfterMs + 1));
@@ -331,7 +356,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
     });
     // Nobody may be listening any more when the handler fails: that must not be unhandled.
     outcome.catch(() => {});
-    return from(outcome).pipe(concatMap((emitted) => from(emitted)));
+    return new Observable((subscriber) => {
+      outcome.then(
+        (emitted) => {
+          for (const value of emitted) subscriber.next(value);
+          subscriber.complete();
+        },
+        (error: unknown) => subscriber.error(error),
+      );
+    });
   }
 
   private async complete(

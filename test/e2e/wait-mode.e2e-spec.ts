@@ -85,6 +85,41 @@ describe.each(STORES)("onConflict: 'wait' on $name", (store) => {
     expect(t.executions.ofType('conflict')).toHaveLength(0);
   });
 
+  it('wakes every waiter of a key with one shared claim', async () => {
+    const store = t.app.get(IdempotencyStore);
+    const claim = store.claim.bind(store);
+    const issued: Promise<unknown>[] = [];
+    const spy = jest.spyOn(store, 'claim').mockImplementation((key, request) => {
+      const result = claim(key, request);
+      issued.push(result);
+      return result;
+    });
+    try {
+      const key = newKey();
+      const started = t.executions.nextStarted();
+      const first = post(t.url, '/payments/wait', { key, body: { hold: true } });
+      const release = await started;
+      const waiting = t.executions.waitFor('waiting', 5);
+      const duplicates = Array.from({ length: 5 }, () =>
+        post(t.url, '/payments/wait', { key, body: { hold: true } }),
+      );
+      await waiting;
+      // Each waiter claimed again once it watched; once those have answered, all five sleep.
+      await Promise.allSettled(issued);
+      await new Promise(setImmediate);
+      const before = issued.length;
+      release();
+      const answers = await Promise.all(duplicates);
+      expect(answers.map((answer) => answer.headers.get('idempotent-replayed'))).toEqual(
+        Array(5).fill('true'),
+      );
+      expect(issued.length - before).toBe(1);
+      expect((await first).status).toBe(201);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('lets a waiting duplicate run the handler itself when the first request fails', async () => {
     const key = newKey();
     const body = { hold: true, failFirst: key };
