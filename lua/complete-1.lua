@@ -1,7 +1,7 @@
 --[[
   Store the response of a claimed key, only if the caller still owns its lease (fencing):
   a handler that outlived its lease must not overwrite the work of the owner that took over.
-  Notifies waiting duplicates (see claim-1.lua).
+  Notifies waiting duplicates (see claim-1.lua), handing them the response.
 
   Input:
     KEYS[1] record key
@@ -29,6 +29,10 @@ end
 
 rcall('SET', key, cmsgpack.pack('c', fingerprint, ARGV[2], ARGV[3]), 'PX', ARGV[4])
 if waiting == 1 then
-  rcall(ARGV[5], key, 'c')
+  -- The message carries the response, so that a waiter with the same fingerprint replays it
+  -- without another round trip: 'c', the byte lengths of fingerprint and meta (big-endian
+  -- uint16, uint32), then fingerprint, meta and body.
+  rcall(ARGV[5], key,
+    'c' .. struct.pack('>I2I4', #fingerprint, #ARGV[2]) .. fingerprint .. ARGV[2] .. ARGV[3])
 end
 return 1

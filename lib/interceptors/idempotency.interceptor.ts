@@ -33,7 +33,12 @@ import {
   IdempotencyMetrics,
   IdempotencyStoreOperation,
 } from '../observability/metrics';
-import { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
+import {
+  ClaimRequest,
+  ClaimResult,
+  CompletedOutcome,
+  IdempotencyStore,
+} from '../stores/idempotency.store';
 import { parseIdempotencyKey, recordKey } from '../utils/key';
 import { mergeOptions } from '../utils/options';
 import { decodeResponse, encodeResponse, packResponse } from '../utils/response-codec';
@@ -286,9 +291,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
   ): Promise<ClaimResult> {
     const { options, handler, key } = claim;
     const deadline = performance.now() + options.waitTimeout;
-    let wake!: () => void;
-    let woken = new Promise<void>((resolve) => (wake = resolve));
-    const watching = this.store.watch(key, () => wake());
+    let wake!: (completed?: CompletedOutcome) => void;
+    let woken = new Promise<CompletedOutcome | undefined>((resolve) => (wake = resolve));
+    const watching = this.store.watch(key, (completed) => wake(completed));
     let unwatch: (() => void) | undefined;
     try {
       unwatch = await this.call('watch', watching, options);
@@ -309,8 +314,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
         result = await this.recheck(claim, request);
         const left = deadline - performance.now();
         if (result.status !== 'in_progress' || left <= 0) return result;
-        await wakeOrTimeout(woken, Math.min(left, result.retryAfterMs + 1));
-        woken = new Promise<void>((resolve) => (wake = resolve));
+        const completed = await wakeOrTimeout(woken, Math.min(left, result.retryAfterMs + 1));
+        woken = new Promise((resolve) => (wake = resolve));
+        // The store handed over the response, stored for this very payload: no claim needed.
+        if (completed && completed.fingerprint === request.fingerprint) {
+          return { status: 'completed', response: completed.response };
+        }
       }
     } catch (error) {
       this.emit(options, 'store_error', handler, key, error);
@@ -512,12 +521,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 }
 
-/** Resolves when `woken` does or after `ms`, whichever is first. */
-async function wakeOrTimeout(woken: Promise<void>, ms: number): Promise<void> {
+/** What `woken` resolves with, or undefined after `ms`, whichever is first. */
+async function wakeOrTimeout<T>(woken: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)));
+  const timeout = new Promise<undefined>(
+    (resolve) => (timer = setTimeout(() => resolve(undefined), ms)),
+  );
   try {
-    await Promise.race([woken, timeout]);
+    return await Promise.race([woken, timeout]);
   } finally {
     clearTimeout(timer);
   }

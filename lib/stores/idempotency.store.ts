@@ -21,6 +21,19 @@ export interface StoredResponse {
   body: Buffer;
 }
 
+/**
+ * What a store may hand its watchers when a record completes: the stored response and the
+ * fingerprint it was stored under. A waiter with the same fingerprint replays it without claiming
+ * again; any other waiter claims (and gets the mismatch).
+ */
+export interface CompletedOutcome {
+  fingerprint: string;
+  response: StoredResponse;
+}
+
+/** Called by {@link IdempotencyStore.watch}; `completed` is optional (then the waiter claims). */
+export type WatchListener = (completed?: CompletedOutcome) => void;
+
 /** The outcome of {@link IdempotencyStore.claim}. */
 export type ClaimResult =
   /** The caller owns a fresh lease and must run the handler. */
@@ -66,11 +79,12 @@ export abstract class IdempotencyStore {
 
   /**
    * Calls `listener` whenever the record at `key` is completed or released after a claim made
-   * with `waiting: true` found it in progress (a store may notify more often). Resolves once the
+   * with `waiting: true` found it in progress (a store may notify more often). On completion it
+   * may pass the stored response, which saves each waiter a round trip. Resolves once the
    * subscription is active, so nothing that happens after it is missed, with the function that
    * ends it. A store that cannot notify resolves undefined: waiting duplicates then get 409.
    */
-  async watch(_key: string, _listener: () => void): Promise<(() => void) | undefined> {
+  async watch(_key: string, _listener: WatchListener): Promise<(() => void) | undefined> {
     return undefined;
   }
 

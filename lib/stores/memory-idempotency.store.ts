@@ -1,4 +1,11 @@
-import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from './idempotency.store';
+import {
+  ClaimRequest,
+  ClaimResult,
+  CompletedOutcome,
+  IdempotencyStore,
+  StoredResponse,
+  WatchListener,
+} from './idempotency.store';
 
 /** Options of {@link MemoryIdempotencyStore}. */
 export interface MemoryIdempotencyStoreOptions {
@@ -31,7 +38,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   private readonly now: () => number;
   private readonly sweeper?: NodeJS.Timeout;
   private readonly maxEntries: number;
-  private readonly watchers = new Map<string, Set<() => void>>();
+  private readonly watchers = new Map<string, Set<WatchListener>>();
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     super();
@@ -83,7 +90,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     // Copy the body: the caller's buffer may be reused or mutated after the call.
     record.response = { meta: response.meta, body: Buffer.from(response.body) };
     record.expiresAt = this.now() + ttlMs;
-    this.notify(key);
+    this.notify(key, { fingerprint: record.fingerprint, response: record.response });
     return true;
   }
 
@@ -101,7 +108,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     return true;
   }
 
-  override async watch(key: string, listener: () => void): Promise<() => void> {
+  override async watch(key: string, listener: WatchListener): Promise<() => void> {
     let listeners = this.watchers.get(key);
     if (!listeners) this.watchers.set(key, (listeners = new Set()));
     listeners.add(listener);
@@ -118,9 +125,9 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   }
 
   /** Tells the key's watchers, after the current call returns, that its record changed. */
-  private notify(key: string): void {
+  private notify(key: string, completed?: CompletedOutcome): void {
     const listeners = this.watchers.get(key);
-    if (listeners) queueMicrotask(() => listeners.forEach((listener) => listener()));
+    if (listeners) queueMicrotask(() => listeners.forEach((listener) => listener(completed)));
   }
 
   private live(key: string): MemoryRecord | undefined {

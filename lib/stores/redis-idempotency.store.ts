@@ -1,6 +1,13 @@
 import type { Cluster, Redis } from 'ioredis';
 import { once } from 'node:events';
-import { ClaimRequest, ClaimResult, IdempotencyStore, StoredResponse } from './idempotency.store';
+import {
+  ClaimRequest,
+  ClaimResult,
+  CompletedOutcome,
+  IdempotencyStore,
+  StoredResponse,
+  WatchListener,
+} from './idempotency.store';
 import { defineIdempotencyCommands, IdempotencyCommands } from './redis-scripts';
 
 /** Options of {@link RedisIdempotencyStore}. */
@@ -22,7 +29,7 @@ const enum ClaimCode {
 
 /** A key's watchers and the subscription that feeds them. */
 interface Watch {
-  listeners: Set<() => void>;
+  listeners: Set<WatchListener>;
   subscribed: Promise<unknown>;
 }
 
@@ -94,7 +101,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     return (await this.commands.extend(key, token, leaseMs)) === 1;
   }
 
-  override async watch(key: string, listener: () => void): Promise<() => void> {
+  override async watch(key: string, listener: WatchListener): Promise<() => void> {
     // A subscriber opened now would never be closed.
     if (this.closed) throw new Error('the idempotency store is closed');
     // ioredis prefixes KEYS, so the scripts publish to the prefixed name.
@@ -142,9 +149,13 @@ export class RedisIdempotencyStore extends IdempotencyStore {
           enableOfflineQueue: true,
         })
       : (this.client as Redis).duplicate({ enableOfflineQueue: true });
-    const notify = (channel: string | Buffer) =>
-      this.watches.get(String(channel))?.listeners.forEach((listener) => listener());
-    subscriber.on(this.sharded ? 'smessage' : 'message', notify);
+    const notify = (channel: Buffer, message: Buffer) => {
+      const watch = this.watches.get(channel.toString());
+      if (!watch) return;
+      const completed = parseCompletion(message);
+      watch.listeners.forEach((listener) => listener(completed));
+    };
+    subscriber.on(this.sharded ? 'smessageBuffer' : 'messageBuffer', notify);
     // Errors surface as failed watch() calls; ioredis reconnects and resubscribes on its own.
     subscriber.on('error', () => {});
     return (this.subscriber = subscriber);
@@ -161,6 +172,24 @@ export class RedisIdempotencyStore extends IdempotencyStore {
       : subscriber.unsubscribe(channel);
     done.catch(() => {});
   }
+}
+
+/** Header of a completion message: 'c', uint16 fingerprint length, uint32 meta length. */
+const COMPLETION_HEADER = 7;
+
+/** The response a completion message carries (see lua/complete-1.lua); undefined for any other. */
+function parseCompletion(message: Buffer): CompletedOutcome | undefined {
+  if (message.length < COMPLETION_HEADER || message[0] !== 0x63) return undefined;
+  const metaStart = COMPLETION_HEADER + message.readUInt16BE(1);
+  const bodyStart = metaStart + message.readUInt32BE(3);
+  if (bodyStart > message.length) return undefined;
+  return {
+    fingerprint: message.toString('utf8', COMPLETION_HEADER, metaStart),
+    response: {
+      meta: message.toString('utf8', metaStart, bodyStart),
+      body: message.subarray(bodyStart),
+    },
+  };
 }
 
 /** Closes a connection, resolving once it is really gone (not when QUIT is acknowledged). */

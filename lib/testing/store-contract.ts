@@ -1,6 +1,10 @@
 import { strict as assert } from 'node:assert';
 import { randomUUID } from 'node:crypto';
-import type { IdempotencyStore, StoredResponse } from '../stores/idempotency.store';
+import type {
+  CompletedOutcome,
+  IdempotencyStore,
+  StoredResponse,
+} from '../stores/idempotency.store';
 
 type Body = () => void | Promise<void>;
 
@@ -32,18 +36,26 @@ const response = (text: string, extra: number[] = []): StoredResponse => ({
   body: Buffer.concat([Buffer.from(text), Buffer.from(extra)]),
 });
 
-/** A listener that counts its calls, and a way to wait (at most 5 s) for the first one. */
+/**
+ * A listener that counts its calls and keeps the last outcome it was handed, and a way to wait
+ * (at most 5 s) for the first call.
+ */
 function signal() {
   let count = 0;
+  let last: CompletedOutcome | undefined;
   let resolve!: () => void;
   const fired = new Promise<void>((r) => (resolve = r));
   return {
-    fire: () => {
+    fire: (completed?: CompletedOutcome) => {
       count++;
+      last = completed;
       resolve();
     },
     get count() {
       return count;
+    },
+    get last() {
+      return last;
     },
     async wait(): Promise<void> {
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -266,10 +278,18 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
             waiting: true,
           });
           assert.equal(waiting.status, 'in_progress');
-          assert.equal(await store.complete(k, 'a', response('done'), 60_000), true);
+          // Newline and high bytes in the body: a store that hands it over must keep it intact.
+          const stored = response('done', [10, 0, 255]);
+          assert.equal(await store.complete(k, 'a', stored, 60_000), true);
           await seen.wait();
           const after = await claim(k, 'b');
-          assert.ok(after.status === 'completed' && after.response.body.toString() === 'done');
+          assert.ok(after.status === 'completed' && after.response.body.equals(stored.body));
+          // Handing over the response is optional; when a store does, it is the stored one.
+          if (seen.last !== undefined) {
+            assert.equal(seen.last.fingerprint, 'fp');
+            assert.equal(seen.last.response.meta, stored.meta);
+            assert.ok(seen.last.response.body.equals(stored.body));
+          }
         } finally {
           unwatch();
         }
@@ -293,6 +313,7 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
           await stays.wait();
           // Listeners of one key are called together: the removed one would have run by now.
           assert.equal(gone.count, 0);
+          assert.equal(stays.last, undefined, 'a release hands over no response');
           assert.deepEqual(await claim(k, 'b'), { status: 'claimed' });
         } finally {
           unwatch();

@@ -1,6 +1,11 @@
 import Redis from 'ioredis';
 import { lastValueFrom } from 'rxjs';
-import { IdempotencyModuleOptions, IdempotencyStore, RedisIdempotencyStore } from '../../lib';
+import {
+  IdempotencyModuleOptions,
+  IdempotencyStore,
+  MemoryIdempotencyStore,
+  RedisIdempotencyStore,
+} from '../../lib';
 import { PATTERNS, startConsumer, transportSetup, withKey } from '../support/microservice-app';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import {
@@ -85,39 +90,8 @@ describe.each(STORES)("onConflict: 'wait' on $name", (store) => {
     expect(t.executions.ofType('conflict')).toHaveLength(0);
   });
 
-  it('wakes every waiter of a key with one shared claim', async () => {
-    const store = t.app.get(IdempotencyStore);
-    const claim = store.claim.bind(store);
-    const issued: Promise<unknown>[] = [];
-    const spy = jest.spyOn(store, 'claim').mockImplementation((key, request) => {
-      const result = claim(key, request);
-      issued.push(result);
-      return result;
-    });
-    try {
-      const key = newKey();
-      const started = t.executions.nextStarted();
-      const first = post(t.url, '/payments/wait', { key, body: { hold: true } });
-      const release = await started;
-      const waiting = t.executions.waitFor('waiting', 5);
-      const duplicates = Array.from({ length: 5 }, () =>
-        post(t.url, '/payments/wait', { key, body: { hold: true } }),
-      );
-      await waiting;
-      // Each waiter claimed again once it watched; once those have answered, all five sleep.
-      await Promise.allSettled(issued);
-      await new Promise(setImmediate);
-      const before = issued.length;
-      release();
-      const answers = await Promise.all(duplicates);
-      expect(answers.map((answer) => answer.headers.get('idempotent-replayed'))).toEqual(
-        Array(5).fill('true'),
-      );
-      expect(issued.length - before).toBe(1);
-      expect((await first).status).toBe(201);
-    } finally {
-      spy.mockRestore();
-    }
+  it('hands every waiter the stored response with the notification: no claim after it', async () => {
+    expect(await claimsAfterRelease(t, 5)).toBe(0);
   });
 
   it('lets a waiting duplicate run the handler itself when the first request fails', async () => {
@@ -167,6 +141,63 @@ describe.each(STORES)("onConflict: 'wait' on $name", (store) => {
     const response = await post(t.url, '/payments/wait', { key, body: { failFirst: key } });
     expect(response.status).toBe(201);
     expect(response.headers.get('idempotent-replayed')).toBeNull();
+  });
+});
+
+/**
+ * Holds a key, lets `waiters` duplicates wait on it, then releases the holder: returns how many
+ * claims the store saw from that moment until every waiter had its (replayed) answer.
+ */
+async function claimsAfterRelease(t: TestApp, waiters: number): Promise<number> {
+  const store = t.app.get(IdempotencyStore);
+  const claim = store.claim.bind(store);
+  const issued: Promise<unknown>[] = [];
+  const spy = jest.spyOn(store, 'claim').mockImplementation((key, request) => {
+    const result = claim(key, request);
+    issued.push(result);
+    return result;
+  });
+  try {
+    const key = newKey();
+    const started = t.executions.nextStarted();
+    const first = post(t.url, '/payments/wait', { key, body: { hold: true } });
+    const release = await started;
+    const waiting = t.executions.waitFor('waiting', waiters);
+    const duplicates = Array.from({ length: waiters }, () =>
+      post(t.url, '/payments/wait', { key, body: { hold: true } }),
+    );
+    await waiting;
+    // Each waiter claimed again once it watched; once those have answered, all of them sleep.
+    await Promise.allSettled(issued);
+    await new Promise(setImmediate);
+    const before = issued.length;
+    release();
+    const answers = await Promise.all(duplicates);
+    expect(answers.map((answer) => answer.headers.get('idempotent-replayed'))).toEqual(
+      Array(waiters).fill('true'),
+    );
+    expect((await first).status).toBe(201);
+    return issued.length - before;
+  } finally {
+    spy.mockRestore();
+  }
+}
+
+/** A custom store that can notify but does not hand over the response. */
+class BareNotifyingStore extends MemoryIdempotencyStore {
+  override watch(key: string, listener: () => void) {
+    return super.watch(key, () => listener());
+  }
+}
+
+describe("onConflict: 'wait' on a store that notifies without the response", () => {
+  it('wakes the waiters of a key with one shared claim', async () => {
+    const t = await startTestApp('express', { store: new BareNotifyingStore() });
+    try {
+      expect(await claimsAfterRelease(t, 5)).toBe(1);
+    } finally {
+      await t.close();
+    }
   });
 });
 
