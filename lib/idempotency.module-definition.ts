@@ -11,7 +11,7 @@ export const { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, ASYN
     .setClassMethodName('forRoot')
     .setFactoryMethodName('createIdempotencyOptions')
     .setExtras<IdempotencyModuleExtras>(
-      { isGlobal: true, globalInterceptor: true },
+      { isGlobal: true, globalInterceptor: false },
       (definition, extras) => ({
         ...definition,
         global: extras.isGlobal,

@@ -16,7 +16,8 @@ import { IdempotencyStore } from './stores/idempotency.store';
 import { resolveModuleOptions } from './utils/options';
 
 /**
- * Provides the idempotency store and registers {@link IdempotencyInterceptor} globally.
+ * Provides the idempotency store and the options that `@Idempotent()` routes (bound to
+ * {@link IdempotencyInterceptor}) use.
  *
  * @example
  * ```ts

@@ -1,13 +1,17 @@
-import { Reflector } from '@nestjs/core';
+import { applyDecorators, UseInterceptors } from '@nestjs/common';
+import { IdempotencyInterceptor } from '../interceptors/idempotency.interceptor';
 import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import { validateOptions } from '../utils/options';
+import { IdempotentOptions } from './idempotent-options.metadata';
 
 /**
  * Makes a handler (or every handler of a controller) idempotent: a request carrying an
  * idempotency key runs the handler once; retries get the stored response replayed.
  *
- * Options override the module's defaults; a method's options override its controller's.
- * Invalid options throw when the class is loaded, not on the first request.
+ * It binds {@link IdempotencyInterceptor} to the route itself, so routes without it never pass
+ * through an interceptor (Nest's interceptor pipeline costs every route it wraps; measured at a
+ * third of a trivial route's throughput). Options override the module's defaults; a method's
+ * options override its controller's. Invalid options throw when the class is loaded, not on the
+ * first request. `Idempotent.KEY` is the metadata key (`reflector.get(Idempotent, handler)`).
  *
  * @example
  * ```ts
@@ -16,6 +20,8 @@ import { validateOptions } from '../utils/options';
  * create(@Body() dto: CreatePaymentDto) {}
  * ```
  */
-export const Idempotent = Reflector.createDecorator<IdempotencyOptions, IdempotencyOptions>({
-  transform: (options) => validateOptions({ ...options }, '@Idempotent()'),
-});
+export const Idempotent = Object.assign(
+  (options?: IdempotencyOptions) =>
+    applyDecorators(IdempotentOptions(options), UseInterceptors(IdempotencyInterceptor)),
+  { KEY: IdempotentOptions.KEY },
+) as unknown as typeof IdempotentOptions;

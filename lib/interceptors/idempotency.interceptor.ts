@@ -13,7 +13,7 @@ import { Observable } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import { HttpContextAdapter } from '../adapters/http-context.adapter';
 import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
-import { Idempotent } from '../decorators/idempotent.decorator';
+import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import {
   IdempotencyError,
   IdempotencyInProgressError,
@@ -45,6 +45,9 @@ import { decodeResponse, encodeResponse, packResponse } from '../utils/response-
 
 /** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
 const STORE_RETRY_AFTER_MS = 1_000;
+
+/** Contexts an idempotency interceptor has taken (see `intercept`). */
+const intercepted = new WeakSet<ExecutionContext>();
 
 /** Nest's metadata that tells routes apart: path, version, microservice pattern (Nest 10-12). */
 const ROUTE_METADATA = ['path', '__version__', 'microservices:pattern'];
@@ -95,6 +98,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
+    // `@Idempotent()` binds this interceptor to its route; one registered globally as well (a
+    // subclass, `globalInterceptor: true`) runs first. Nest hands both the same context: the
+    // first one to see it does the work, so a request is never claimed twice.
+    if (intercepted.has(context)) return next.handle();
+    intercepted.add(context);
     const options = this.getRouteOptions(context);
     if (!options) return next.handle();
     const adapter = this.getAdapter(context);
@@ -151,8 +159,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (!perClass) this.routes.set(target, (perClass = new WeakMap()));
     let route = perClass.get(handler);
     if (route === undefined) {
-      const onClass = this.reflector.get(Idempotent, target);
-      const onMethod = this.reflector.get(Idempotent, handler);
+      const onClass = this.reflector.get(IdempotentOptions, target);
+      const onMethod = this.reflector.get(IdempotentOptions, handler);
       const name = routeName(context);
       const metadata = ROUTE_METADATA.map((key) => [
         Reflect.getMetadata(key, target),

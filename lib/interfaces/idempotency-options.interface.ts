@@ -131,8 +131,11 @@ export interface IdempotencyModuleExtras {
   /** Register the module globally. Default: true. */
   isGlobal?: boolean;
   /**
-   * Register {@link IdempotencyInterceptor} as a global `APP_INTERCEPTOR`. Set false to register
-   * your own subclass (or bind it per controller with `@UseInterceptors`). Default: true.
+   * Also register {@link IdempotencyInterceptor} as a global `APP_INTERCEPTOR`. Not needed:
+   * `@Idempotent()` binds it to its routes, and routes without it then skip Nest's interceptor
+   * pipeline. Set it only for a subclass that makes routes idempotent through `getRouteOptions()`
+   * without the decorator, at the cost of that pipeline on every route (or register the subclass
+   * yourself as `APP_INTERCEPTOR`). A request is claimed once either way. Default: false.
    */
   globalInterceptor?: boolean;
 }

@@ -22,7 +22,7 @@ export async function startSampleApp(
   const app = await NestFactory.create(AppModule.forRoot(config), { logger: options.logger });
   app.useGlobalPipes(new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true }));
   const tcp = { host: config.host, port: config.tcpPort };
-  // inheritAppConfig: without it the global interceptor (and pipe) would skip the microservice.
+  // inheritAppConfig: without it the global ValidationPipe would skip the microservice.
   app.connectMicroservice<MicroserviceOptions>(
     { transport: Transport.TCP, options: tcp },
     { inheritAppConfig: true },

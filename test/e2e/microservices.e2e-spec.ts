@@ -208,7 +208,7 @@ describe('hybrid app (HTTP + microservice)', () => {
    * Boots PaymentsConsumer in a hybrid app on Redis, the microservice started the way Nest
    * documents it (before the HTTP app's init), and returns a TCP client and a send() helper.
    */
-  async function startHybrid(listen: boolean) {
+  async function startHybrid(listen: boolean, inheritAppConfig = true) {
     const { Module } = await import('@nestjs/common');
     const { NestFactory } = await import('@nestjs/core');
     const { ClientProxyFactory, Transport } = await import('@nestjs/microservices');
@@ -227,7 +227,7 @@ describe('hybrid app (HTTP + microservice)', () => {
     const app = await NestFactory.create(HybridModule, { logger: false });
     app.connectMicroservice(
       { transport: Transport.TCP, options: setup.options },
-      { inheritAppConfig: true },
+      { inheritAppConfig },
     );
     await app.startAllMicroservices();
     if (listen) await app.listen(0, '127.0.0.1');
@@ -259,18 +259,21 @@ describe('hybrid app (HTTP + microservice)', () => {
     }
   });
 
-  it('applies the global interceptor to microservice handlers with inheritAppConfig: true', async () => {
-    const hybrid = await startHybrid(true);
-    try {
-      const key = newKey();
-      const first = await hybrid.send({ amount: 3 }, key);
-      expect(await hybrid.send({ amount: 3 }, key)).toEqual(first);
-      expect(hybrid.executions.count('charge')).toBe(1);
-      expect(await errorOf(hybrid.send({ amount: 4 }, key))).toMatchObject({
-        code: 'IDEMPOTENCY_KEY_REUSED',
-      });
-    } finally {
-      await hybrid.close();
-    }
-  });
+  it.each([true, false])(
+    'applies @Idempotent() to a connected microservice (inheritAppConfig: %s)',
+    async (inheritAppConfig) => {
+      const hybrid = await startHybrid(true, inheritAppConfig);
+      try {
+        const key = newKey();
+        const first = await hybrid.send({ amount: 3 }, key);
+        expect(await hybrid.send({ amount: 3 }, key)).toEqual(first);
+        expect(hybrid.executions.count('charge')).toBe(1);
+        expect(await errorOf(hybrid.send({ amount: 4 }, key))).toMatchObject({
+          code: 'IDEMPOTENCY_KEY_REUSED',
+        });
+      } finally {
+        await hybrid.close();
+      }
+    },
+  );
 });

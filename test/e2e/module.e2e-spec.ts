@@ -22,6 +22,11 @@ class ThingsController {
   create() {
     return { run: ++runs };
   }
+
+  @Post('plain')
+  plain() {
+    return { run: ++runs };
+  }
 }
 
 async function boot(idempotency: ReturnType<typeof IdempotencyModule.forRoot>) {
@@ -196,7 +201,34 @@ describe('IdempotencyModule', () => {
     await own.quit();
   });
 
-  it('registers no global interceptor with globalInterceptor: false, so a subclass can be used', async () => {
+  it('binds the interceptor to @Idempotent() routes only: other routes never reach it', async () => {
+    const intercept = jest.spyOn(IdempotencyInterceptor.prototype, 'intercept');
+    const { app, url } = await boot(IdempotencyModule.forRoot({}));
+    try {
+      expect((await post(url, '/things/plain', { key: 'plain' })).status).toBe(201);
+      expect(intercept).not.toHaveBeenCalled();
+      expect((await post(url, '/things', { key: 'bound' })).status).toBe(201);
+      expect(intercept).toHaveBeenCalledTimes(1);
+    } finally {
+      intercept.mockRestore();
+      await app.close();
+    }
+  });
+
+  it('claims a request once with globalInterceptor: true as well (global and route-bound)', async () => {
+    const { app, url } = await boot(IdempotencyModule.forRoot({ globalInterceptor: true }));
+    try {
+      const first = await post(url, '/things', { key: 'global-too' });
+      const replay = await post(url, '/things', { key: 'global-too' });
+      expect(first.status).toBe(201);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.json()).toEqual(first.json());
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('registers no global interceptor by default, so a subclass can be registered globally', async () => {
     const seen: string[] = [];
     @Injectable()
     class AuditedInterceptor extends IdempotencyInterceptor {
@@ -207,7 +239,7 @@ describe('IdempotencyModule', () => {
     }
     const { APP_INTERCEPTOR } = await import('@nestjs/core');
     @Module({
-      imports: [IdempotencyModule.forRoot({ globalInterceptor: false })],
+      imports: [IdempotencyModule.forRoot({})],
       controllers: [ThingsController],
       providers: [{ provide: APP_INTERCEPTOR, useClass: AuditedInterceptor }],
     })
@@ -219,7 +251,7 @@ describe('IdempotencyModule', () => {
       await post(url, '/things', { key: 'subclass' });
       const replay = await post(url, '/things', { key: 'subclass' });
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
-      // Exactly one interceptor ran per request: the subclass.
+      // The subclass took each request; the interceptor @Idempotent() binds stepped aside.
       expect(seen).toEqual(['ThingsController.create', 'ThingsController.create']);
     } finally {
       await app.close();

@@ -1,0 +1,11 @@
+import { Reflector } from '@nestjs/core';
+import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import { validateOptions } from '../utils/options';
+
+/**
+ * The metadata `@Idempotent()` sets on a handler or controller: its validated options. Kept apart
+ * from the decorator, which binds the interceptor, so that the interceptor can read it.
+ */
+export const IdempotentOptions = Reflector.createDecorator<IdempotencyOptions, IdempotencyOptions>({
+  transform: (options) => validateOptions({ ...options }, '@Idempotent()'),
+});
