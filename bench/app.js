@@ -1,15 +1,21 @@
 // The app under test, in its own process, using the built library (dist/) as users do.
-// Env: STORE=redis|memory, REDIS_URL, KEY_PREFIX, PORT (0 = free), BENCH_MODULE_OPTIONS (JSON
-// merged into forRoot's options). Prints `READY <port>`.
+// Env: STORE=redis|memory, REDIS_URL, KEY_PREFIX, PORT (0 = free), LIBRARY, BENCH_MODULE_OPTIONS
+// (JSON merged into forRoot's options). Prints `READY <port>`.
 // Routes (all POST): /baseline (no idempotency) and /idempotent, each also as /…-io with ~5 ms of
 // simulated I/O, answering the ~200 B JSON of bench/payload.js (or `size` bytes of order JSON when
 // the body asks for it); /hold (409 on a duplicate) and /hold-wait (onConflict: 'wait') hold until
 // /control/release; /control/held answers once a handler holds the key. bench/peer/app.js serves
 // the same routes with @node-idempotency/nestjs on NestJS 10.
-require('reflect-metadata');
-const { Body, Controller, Headers, Module, Post } = require('@nestjs/common');
-const { NestFactory } = require('@nestjs/core');
-const { Idempotent, IdempotencyModule, MemoryIdempotencyStore } = require('../dist');
+// LIBRARY: the built library to load (default ../dist). NestJS is loaded from where the library
+// resolves it, so bench/run.js runs a copy of dist/ inside bench/peer on the peer's NestJS 10.
+const { createRequire } = require('node:module');
+const { join, resolve } = require('node:path');
+const LIBRARY = resolve(process.env.LIBRARY ?? join(__dirname, '..', 'dist'));
+const load = createRequire(join(LIBRARY, 'index.js'));
+load('reflect-metadata');
+const { Body, Controller, Headers, Module, Post } = load('@nestjs/common');
+const { NestFactory } = load('@nestjs/core');
+const { Idempotent, IdempotencyModule, MemoryIdempotencyStore } = load(LIBRARY);
 const { orders, payment } = require('./payload');
 const holds = require('./holds');
 

@@ -5,11 +5,17 @@
 const { readFileSync, writeFileSync } = require('node:fs');
 const { join } = require('node:path');
 
-const COLORS = { 'ours-redis': '#2563eb', 'ours-memory': '#93c5fd', 'peer-redis': '#c2410c' };
+const COLORS = {
+  'ours-redis': '#2563eb',
+  'ours-memory': '#93c5fd',
+  'peer-redis': '#c2410c',
+  'ours-peer-nest': '#1e3a8a',
+};
 const NAMES = {
   'ours-redis': 'nestjs-idempotency, Redis',
   'ours-memory': 'nestjs-idempotency, memory store',
   'peer-redis': '@node-idempotency/nestjs, Redis',
+  'ours-peer-nest': 'nestjs-idempotency on NestJS 10, Redis',
 };
 const PANELS = [
   ['trivial', 'Trivial handler'],

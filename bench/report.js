@@ -45,13 +45,14 @@ for (const row of r.throughput) {
 out();
 out("Our ratio over the peer's (paired per round):");
 out();
-out("| handler | scenario | ours | peer | ours / peer (min-max) |");
-out('| --- | --- | ---: | ---: | ---: |');
+out(`| handler | scenario | ours | peer | ours / peer (min-max) | ours on NestJS ${v.peerNestjs} / peer (min-max) |`);
+out('| --- | --- | ---: | ---: | ---: | ---: |');
+const spreadOf = (s) => (s ? `${x(s.median)} (${s.min.toFixed(2)}-${s.max.toFixed(2)})` : '-');
 for (const [name, vs] of Object.entries(r.versusPeer)) {
   const [handler, scenario] = name.split('/');
   out(
     `| ${HANDLERS[handler]} | ${LABELS[scenario].slice(3)} | ${x(vs.ours)} | ${x(vs.peer)} | ` +
-      `${x(vs.oursOverPeer.median)} (${vs.oursOverPeer.min.toFixed(2)}-${vs.oursOverPeer.max.toFixed(2)}) |`,
+      `${spreadOf(vs.oursOverPeer)} | ${spreadOf(vs.onPeerNest)} |`,
   );
 }
 out();

@@ -4,7 +4,7 @@
 // Redis), then wait-mode latency, then throughput in interleaved rounds; prints tables and the
 // targets, writes bench/results/latest.json and latest.svg. Knobs: see bench/README.md.
 const { execFile, spawn, spawnSync } = require('node:child_process');
-const { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } = require('node:fs');
+const { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } = require('node:fs');
 const http = require('node:http');
 const { createServer } = require('node:net');
 const os = require('node:os');
@@ -423,6 +423,14 @@ function summarise(runs, targets) {
           peer: peer.ratio.median,
           oursOverPeer: spread(paired),
         };
+        // The same, with this library on the peer's NestJS (same framework, same Express).
+        if (targets.some((t) => t.id === 'ours-peer-nest')) {
+          const sameRounds = find('ours-peer-nest', handler, scenario).samples;
+          const sameBase = find('ours-peer-nest', handler, 'baseline').samples;
+          versusPeer[`${handler}/${scenario}`].onPeerNest = spread(
+            sameRounds.map((s, i) => s.rps / sameBase[i].rps / (peerRounds[i].rps / peerBase[i].rps)),
+          );
+        }
       }
     }
   }
@@ -516,11 +524,11 @@ async function main() {
   );
   const redisUrl = `redis://127.0.0.1:${redisPort}`;
   const redis = new Redis(redisUrl);
-  const app = async (script, store, prefix) => {
+  const app = async (script, store, prefix, env = {}) => {
     const { match, out } = await start(
       process.execPath,
       [script],
-      { STORE: store, REDIS_URL: redisUrl, KEY_PREFIX: prefix },
+      { STORE: store, REDIS_URL: redisUrl, KEY_PREFIX: prefix, ...env },
       /READY (\d+)/,
     );
     const missing = [...out.matchAll(/^MISSING (.*)$/gm)].map((m) => m[1]);
@@ -529,11 +537,18 @@ async function main() {
   const oursRedis = await app(join(__dirname, 'app.js'), 'redis', 'bench:');
   const oursMemory = await app(join(__dirname, 'app.js'), 'memory', 'bench:');
   const peer = await app(join(PEER_DIR, 'app.js'), 'redis', 'peer');
+  // This library on the peer's NestJS 10 too: a copy of dist/ inside bench/peer resolves it, so
+  // the two libraries can also be compared on the same framework.
+  const onPeerNest = join(PEER_DIR, 'ours-dist');
+  rmSync(onPeerNest, { recursive: true, force: true });
+  cpSync(join(__dirname, '..', 'dist'), onPeerNest, { recursive: true });
+  const oursNest10 = await app(join(__dirname, 'app.js'), 'redis', 'bench10:', { LIBRARY: onPeerNest });
   const info = versions(await redis.info('server'));
   const targets = [
     { id: 'ours-redis', label: 'nestjs-idempotency, Redis', base: oursRedis.base, scenarios: ['baseline', 'first', 'replay', 'conflict'], held: [] },
     { id: 'ours-memory', label: 'nestjs-idempotency, memory store', base: oursMemory.base, scenarios: ['baseline', 'first', 'replay'], held: [] },
     { id: 'peer-redis', label: `@node-idempotency/nestjs ${info.peer}, Redis`, base: peer.base, scenarios: ['baseline', 'first', 'replay'], held: [] },
+    { id: 'ours-peer-nest', label: `nestjs-idempotency on NestJS ${info.peerNestjs}, Redis`, base: oursNest10.base, scenarios: ['baseline', 'first', 'replay'], held: [] },
   ];
   const waitMissing = oursRedis.missing.find((line) => line.startsWith('hold-wait'));
 
@@ -579,7 +594,8 @@ async function main() {
   console.log("\nOur ratio over the peer's (each against its own baseline, paired per round):");
   for (const [name, v] of Object.entries(summary.versusPeer)) {
     console.log(
-      `  ${name.padEnd(14)} ours ${v.ours.toFixed(2)}  peer ${v.peer.toFixed(2)}  ours/peer ${v.oursOverPeer.median.toFixed(2)} (${v.oursOverPeer.min.toFixed(2)}-${v.oursOverPeer.max.toFixed(2)})`,
+      `  ${name.padEnd(14)} ours ${v.ours.toFixed(2)}  peer ${v.peer.toFixed(2)}  ours/peer ${v.oursOverPeer.median.toFixed(2)} (${v.oursOverPeer.min.toFixed(2)}-${v.oursOverPeer.max.toFixed(2)})` +
+        (v.onPeerNest ? `  on the peer's NestJS: ${v.onPeerNest.median.toFixed(2)} (${v.onPeerNest.min.toFixed(2)}-${v.onPeerNest.max.toFixed(2)})` : ''),
     );
   }
   const targetResults = targetsOf(summary, bytes.ours, wait);
