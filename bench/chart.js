@@ -32,7 +32,7 @@ const escape = (text) =>
 function renderChart(results) {
   const width = 900;
   const height = 500;
-  const top = 112;
+  const top = 124;
   const bottom = 415;
   const panelWidth = 380;
   const panelLeft = [70, 500];
@@ -61,15 +61,25 @@ function renderChart(results) {
       `Node ${v.node.replace(/^v/, '')}, Redis ${v.redis}, NestJS ${v.nestjs} (peer on ${v.peerNestjs}), ${results.machine.cores} shared cores.`,
     'class="note"',
   );
+  // Legend entries, wrapped onto a second row when they would run past the right edge.
   let legendX = 20;
+  let legendY = 58;
+  const place = (itemWidth) => {
+    if (legendX + itemWidth > width - 20) {
+      legendX = 20;
+      legendY += 18;
+    }
+  };
   for (const id of ids) {
-    out.push(`<rect x="${legendX}" y="58" width="12" height="12" fill="${COLORS[id]}"/>`);
     const name = id === 'peer-redis' ? `@node-idempotency/nestjs ${v.peer}, Redis` : NAMES[id];
-    text(legendX + 17, 68.5, name, 'class="legend"');
+    place(17 + name.length * 6.3);
+    out.push(`<rect x="${legendX}" y="${legendY}" width="12" height="12" fill="${COLORS[id]}"/>`);
+    text(legendX + 17, legendY + 10.5, name, 'class="legend"');
     legendX += 30 + name.length * 6.3;
   }
-  line(legendX, 64, legendX + 22, 64, 'class="target"');
-  text(legendX + 27, 68.5, 'target', 'class="legend"');
+  place(70);
+  line(legendX, legendY + 6, legendX + 22, legendY + 6, 'class="target"');
+  text(legendX + 27, legendY + 10.5, 'target', 'class="legend"');
 
   for (const [p, [handler, title]] of PANELS.entries()) {
     const left = panelLeft[p];

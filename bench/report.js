@@ -99,7 +99,7 @@ for (const t of r.targets) {
 }
 out();
 out(
-  'Run it with `npm run bench` (about 5 minutes; `BENCH_ROUNDS`, `BENCH_DURATION`, `BENCH_CONNECTIONS`, ' +
+  'Run it with `npm run bench` (about 7 minutes; `BENCH_ROUNDS`, `BENCH_DURATION`, `BENCH_CONNECTIONS`, ' +
     '`BENCH_WARMUP`, `BENCH_WAIT_KEYS`, `BENCH_WAITERS`: see [bench/README.md](bench/README.md)). It writes ' +
     '`bench/results/latest.json` and the chart above.',
 );
