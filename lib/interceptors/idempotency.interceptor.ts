@@ -72,8 +72,10 @@ interface Claim {
 /**
  * Runs `@Idempotent()` handlers at most once per key: claims the key in one store round trip
  * before the handler runs, stores the outcome (awaited, owner-checked) before the response leaves,
- * and releases the claim when the handler fails. Registered globally by `IdempotencyModule`;
- * subclass it and override the protected hooks to change how keys, scopes or adapters are chosen.
+ * and releases the claim when the handler fails. `@Idempotent()` binds it to its routes. To change
+ * how keys, scopes or adapters are chosen, subclass it, override the protected hooks and register
+ * the subclass as `APP_INTERCEPTOR`: it takes each request first, and the route-bound instance
+ * steps aside.
  */
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor {
