@@ -31,8 +31,14 @@ rcall('SET', key, cmsgpack.pack('c', fingerprint, ARGV[2], ARGV[3]), 'PX', ARGV[
 if waiting == 1 then
   -- The message carries the response, so that a waiter with the same fingerprint replays it
   -- without another round trip: 'c', the byte lengths of fingerprint and meta (big-endian
-  -- uint16, uint32), then fingerprint, meta and body.
-  rcall(ARGV[5], key,
-    'c' .. struct.pack('>I2I4', #fingerprint, #ARGV[2]) .. fingerprint .. ARGV[2] .. ARGV[3])
+  -- uint16, uint32), then fingerprint, meta and body. A body over 64 KiB is not sent (a bare
+  -- 'c': waiters claim it), so that large responses never pile up in a subscriber's output
+  -- buffer up to Redis's pubsub limit, which would disconnect it.
+  if #ARGV[3] <= 65536 and #fingerprint < 65536 then
+    rcall(ARGV[5], key,
+      'c' .. struct.pack('>I2I4', #fingerprint, #ARGV[2]) .. fingerprint .. ARGV[2] .. ARGV[3])
+  else
+    rcall(ARGV[5], key, 'c')
+  end
 end
 return 1

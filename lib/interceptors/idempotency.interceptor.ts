@@ -9,7 +9,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
-import { Observable } from 'rxjs';
+import { finalize, Observable, tap } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import { HttpContextAdapter } from '../adapters/http-context.adapter';
 import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
@@ -46,8 +46,11 @@ import { decodeResponse, encodeResponse, packResponse } from '../utils/response-
 /** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
 const STORE_RETRY_AFTER_MS = 1_000;
 
-/** Contexts an idempotency interceptor has taken (see `intercept`). */
-const intercepted = new WeakSet<ExecutionContext>();
+/** Requests (their contexts) an idempotency interceptor is handling (see `intercept`). */
+const handling = new WeakSet<ExecutionContext>();
+
+/** Nest's metadata key of `@UseInterceptors()` bindings (Nest 10-12). */
+const INTERCEPTORS_METADATA = '__interceptors__';
 
 /** Nest's metadata that tells routes apart: path, version, microservice pattern (Nest 10-12). */
 const ROUTE_METADATA = ['path', '__version__', 'microservices:pattern'];
@@ -59,6 +62,8 @@ interface Route {
   name: string;
   /** What tells this route apart from every other: name, path, version, pattern. */
   id: string;
+  /** A subclass of this interceptor is bound to the route as well, and handles its requests. */
+  subclassBound: boolean;
 }
 
 /** One request's claim, as the interceptor tracks it while the handler runs. */
@@ -100,11 +105,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
-    // `@Idempotent()` binds this interceptor to its route; one registered globally as well (a
-    // subclass, `globalInterceptor: true`) runs first. Nest hands both the same context: the
-    // first one to see it does the work, so a request is never claimed twice.
-    if (intercepted.has(context)) return next.handle();
-    intercepted.add(context);
+    // Another idempotency interceptor may wrap the same request: a subclass registered globally
+    // or bound to the route, or `globalInterceptor: true`. One handles it: a subclass bound to
+    // the route wins over this class, else the first to run. It marks the context (Nest hands
+    // every interceptor of a request the same one) while it handles the request, so an outer
+    // interceptor that subscribes again (a retry) goes through the claim again.
+    if (handling.has(context) || this.route(context)?.subclassBound) return next.handle();
     const options = this.getRouteOptions(context);
     if (!options) return next.handle();
     const adapter = this.getAdapter(context);
@@ -116,9 +122,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.warnOnce(handler, `@Idempotent() has no effect here: ${unsupported}`);
       return next.handle();
     }
+    handling.add(context);
+    const done = () => void handling.delete(context);
     try {
-      return await this.claimAndRun(context, next, adapter, options, handler);
+      const handled = await this.claimAndRun(context, next, adapter, options, handler);
+      // tap() before finalize(): an outer retry gets the error, and subscribes again, first.
+      return handled.pipe(tap({ complete: done, error: done }), finalize(done));
     } catch (error) {
+      done();
       throw error instanceof IdempotencyError
         ? adapter.toException(context, error, options)
         : error;
@@ -174,6 +185,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
               options: mergeOptions(this.options, onClass, onMethod),
               name,
               id: JSON.stringify([name, metadata]),
+              subclassBound:
+                this.constructor === IdempotencyInterceptor && bindsSubclass(target, handler),
             }
           : null;
       perClass.set(handler, route);
@@ -542,6 +555,20 @@ async function wakeOrTimeout<T>(woken: Promise<T>, ms: number): Promise<T | unde
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** Whether `@UseInterceptors()` on the class or the handler binds a subclass of the interceptor. */
+function bindsSubclass(target: object, handler: object): boolean {
+  const bound: unknown[] = [
+    ...((Reflect.getMetadata(INTERCEPTORS_METADATA, target) as unknown[] | undefined) ?? []),
+    ...((Reflect.getMetadata(INTERCEPTORS_METADATA, handler) as unknown[] | undefined) ?? []),
+  ];
+  return bound.some((interceptor) =>
+    typeof interceptor === 'function'
+      ? interceptor.prototype instanceof IdempotencyInterceptor
+      : interceptor instanceof IdempotencyInterceptor &&
+        interceptor.constructor !== IdempotencyInterceptor,
+  );
 }
 
 function routeName(context: ExecutionContext): string {

@@ -1,4 +1,15 @@
-import { Controller, Injectable, Module, Post } from '@nestjs/common';
+import {
+  CallHandler,
+  Controller,
+  ExecutionContext,
+  Headers,
+  Injectable,
+  Module,
+  NestInterceptor,
+  Post,
+  UseInterceptors,
+} from '@nestjs/common';
+import { retry } from 'rxjs';
 import { NestFactory } from '@nestjs/core';
 import Redis from 'ioredis';
 import {
@@ -26,6 +37,48 @@ class ThingsController {
   @Post('plain')
   plain() {
     return { run: ++runs };
+  }
+}
+
+let attempts = 0;
+
+/** Fails its first attempt, for an outer retry to try again. */
+@Controller('flaky')
+class FlakyController {
+  @Post()
+  @Idempotent()
+  create() {
+    if (++attempts === 1) throw new Error('flaky');
+    return { attempt: attempts };
+  }
+}
+
+/** A user's global interceptor that retries a failed handler once. */
+@Injectable()
+class RetryOnce implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler) {
+    return next.handle().pipe(retry({ count: 1 }));
+  }
+}
+
+/** A subclass that keeps tenants apart, bound to one method of a controller marked as a whole. */
+@Injectable()
+class TenantScoped extends IdempotencyInterceptor {
+  protected override getScope(...args: Parameters<IdempotencyInterceptor['getScope']>) {
+    const tenant = String(args[0].switchToHttp().getRequest().headers['x-tenant']);
+    return `${super.getScope(...args)}\0${tenant}`;
+  }
+}
+
+let tenantRuns = 0;
+
+@Controller('tenants')
+@Idempotent()
+class TenantsController {
+  @Post()
+  @UseInterceptors(TenantScoped)
+  create(@Headers('x-tenant') tenant: string) {
+    return { tenant, run: ++tenantRuns };
   }
 }
 
@@ -211,6 +264,50 @@ describe('IdempotencyModule', () => {
       expect(intercept).toHaveBeenCalledTimes(1);
     } finally {
       intercept.mockRestore();
+      await app.close();
+    }
+  });
+
+  it('claims again when an outer interceptor retries, and stores the attempt that succeeds', async () => {
+    const { APP_INTERCEPTOR } = await import('@nestjs/core');
+    @Module({
+      imports: [IdempotencyModule.forRoot({})],
+      controllers: [FlakyController],
+      providers: [{ provide: APP_INTERCEPTOR, useClass: RetryOnce }],
+    })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
+    await app.listen(0, '127.0.0.1');
+    try {
+      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      const first = await post(url, '/flaky', { key: 'retried' });
+      expect(first.json()).toEqual({ attempt: 2 });
+      const replay = await post(url, '/flaky', { key: 'retried' });
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.json()).toEqual({ attempt: 2 });
+      expect(attempts).toBe(2);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('lets a subclass bound to a method handle it, though @Idempotent() marks its controller', async () => {
+    @Module({ imports: [IdempotencyModule.forRoot({})], controllers: [TenantsController] })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
+    await app.listen(0, '127.0.0.1');
+    try {
+      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      const a = await post(url, '/tenants', { key: 'shared', headers: { 'x-tenant': 'a' } });
+      const b = await post(url, '/tenants', { key: 'shared', headers: { 'x-tenant': 'b' } });
+      expect(b.headers.get('idempotent-replayed')).toBeNull();
+      expect([a.json(), b.json()]).toEqual([
+        { tenant: 'a', run: 1 },
+        { tenant: 'b', run: 2 },
+      ]);
+      const againA = await post(url, '/tenants', { key: 'shared', headers: { 'x-tenant': 'a' } });
+      expect(againA.headers.get('idempotent-replayed')).toBe('true');
+    } finally {
       await app.close();
     }
   });

@@ -246,6 +246,36 @@ describe("onConflict: 'wait' on a private redis-server", () => {
     expect(await inspect.pubsub('CHANNELS')).toEqual([]);
   });
 
+  it('hands watchers responses up to 64 KiB, and notifies bare above that', async () => {
+    const client = new Redis(server.url);
+    const store = new RedisIdempotencyStore(client);
+    try {
+      for (const [size, handedOver] of [
+        [65_536, true],
+        [65_537, false],
+      ] as const) {
+        const key = newKey();
+        const body = Buffer.alloc(size, 7);
+        await store.claim(key, { token: 'a', fingerprint: 'fp', leaseMs: 10_000 });
+        let notified!: (completed: unknown) => void;
+        const message = new Promise((resolve) => (notified = resolve));
+        const unwatch = await store.watch(key, (completed) => notified(completed));
+        await store.claim(key, { token: 'b', fingerprint: 'fp', leaseMs: 10_000, waiting: true });
+        expect(await store.complete(key, 'a', { meta: '{}', body }, 60_000)).toBe(true);
+        const completed = await message;
+        unwatch();
+        expect(completed).toEqual(
+          handedOver ? { fingerprint: 'fp', response: { meta: '{}', body } } : undefined,
+        );
+        const replay = await store.claim(key, { token: 'b', fingerprint: 'fp', leaseMs: 10_000 });
+        expect(replay).toEqual({ status: 'completed', response: { meta: '{}', body } });
+      }
+    } finally {
+      await store.close();
+      await client.quit();
+    }
+  });
+
   it('refuses to watch once the store is closed, and opens no subscriber for it', async () => {
     const client = new Redis(server.url);
     const store = new RedisIdempotencyStore(client);
