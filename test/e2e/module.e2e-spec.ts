@@ -5,6 +5,7 @@ import {
   Headers,
   Injectable,
   Module,
+  ModuleMetadata,
   NestInterceptor,
   Post,
   UseInterceptors,
@@ -82,8 +83,15 @@ class TenantsController {
   }
 }
 
-async function boot(idempotency: ReturnType<typeof IdempotencyModule.forRoot>) {
-  @Module({ imports: [idempotency], controllers: [ThingsController] })
+/** Boots an app with the module, `ThingsController` (or the given controllers) and providers. */
+async function boot(
+  idempotency: ReturnType<typeof IdempotencyModule.forRoot>,
+  {
+    controllers = [ThingsController],
+    providers = [],
+  }: Pick<ModuleMetadata, 'controllers' | 'providers'> = {},
+) {
+  @Module({ imports: [idempotency], controllers, providers })
   class AppModule {}
   const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
   await app.listen(0, '127.0.0.1');
@@ -270,16 +278,11 @@ describe('IdempotencyModule', () => {
 
   it('claims again when an outer interceptor retries, and stores the attempt that succeeds', async () => {
     const { APP_INTERCEPTOR } = await import('@nestjs/core');
-    @Module({
-      imports: [IdempotencyModule.forRoot({})],
+    const { app, url } = await boot(IdempotencyModule.forRoot({}), {
       controllers: [FlakyController],
       providers: [{ provide: APP_INTERCEPTOR, useClass: RetryOnce }],
-    })
-    class AppModule {}
-    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
-    await app.listen(0, '127.0.0.1');
+    });
     try {
-      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
       const first = await post(url, '/flaky', { key: 'retried' });
       expect(first.json()).toEqual({ attempt: 2 });
       const replay = await post(url, '/flaky', { key: 'retried' });
@@ -292,12 +295,10 @@ describe('IdempotencyModule', () => {
   });
 
   it('lets a subclass bound to a method handle it, though @Idempotent() marks its controller', async () => {
-    @Module({ imports: [IdempotencyModule.forRoot({})], controllers: [TenantsController] })
-    class AppModule {}
-    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
-    await app.listen(0, '127.0.0.1');
+    const { app, url } = await boot(IdempotencyModule.forRoot({}), {
+      controllers: [TenantsController],
+    });
     try {
-      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
       const a = await post(url, '/tenants', { key: 'shared', headers: { 'x-tenant': 'a' } });
       const b = await post(url, '/tenants', { key: 'shared', headers: { 'x-tenant': 'b' } });
       expect(b.headers.get('idempotent-replayed')).toBeNull();
@@ -335,16 +336,10 @@ describe('IdempotencyModule', () => {
       }
     }
     const { APP_INTERCEPTOR } = await import('@nestjs/core');
-    @Module({
-      imports: [IdempotencyModule.forRoot({})],
-      controllers: [ThingsController],
+    const { app, url } = await boot(IdempotencyModule.forRoot({}), {
       providers: [{ provide: APP_INTERCEPTOR, useClass: AuditedInterceptor }],
-    })
-    class AppModule {}
-    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
-    await app.listen(0, '127.0.0.1');
+    });
     try {
-      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
       await post(url, '/things', { key: 'subclass' });
       const replay = await post(url, '/things', { key: 'subclass' });
       expect(replay.headers.get('idempotent-replayed')).toBe('true');
