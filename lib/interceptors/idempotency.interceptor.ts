@@ -110,11 +110,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     // the route wins over this class, else the first to run. It marks the context (Nest hands
     // every interceptor of a request the same one) while it handles the request, so an outer
     // interceptor that subscribes again (a retry) goes through the claim again.
-    if (handling.has(context) || this.route(context)?.subclassBound) return next.handle();
+    const route = this.route(context);
+    if (handling.has(context) || route?.subclassBound) return next.handle();
     const options = this.getRouteOptions(context);
     if (!options) return next.handle();
     const adapter = this.getAdapter(context);
-    const handler = this.route(context)?.name ?? routeName(context);
+    const handler = route?.name ?? routeName(context);
     const unsupported = adapter
       ? adapter.unsupported(context)
       : `${context.getType()} handlers are not supported yet`;
