@@ -13,7 +13,7 @@ const { join, resolve } = require('node:path');
 const LIBRARY = resolve(process.env.LIBRARY ?? join(__dirname, '..', 'dist'));
 const load = createRequire(join(LIBRARY, 'index.js'));
 load('reflect-metadata');
-const { Body, Controller, Headers, Module, Post } = load('@nestjs/common');
+const { Body, Controller, Headers, Module, Post, UseInterceptors } = load('@nestjs/common');
 const { NestFactory } = load('@nestjs/core');
 const { Idempotent, IdempotencyModule, MemoryIdempotencyStore } = load(LIBRARY);
 const { orders, payment } = require('./payload');
@@ -37,6 +37,13 @@ class BenchController {
     return respond(body);
   }
   async baselineIo(body) {
+    await sleep(5);
+    return respond(body);
+  }
+  intercepted(body) {
+    return respond(body);
+  }
+  async interceptedIo(body) {
     await sleep(5);
     return respond(body);
   }
@@ -69,6 +76,14 @@ const route = (name, path, decorators, param = Body()) =>
   );
 route('baseline', 'baseline', []);
 route('baselineIo', 'baseline-io', []);
+// The floor of any interceptor-based library: Nest's interceptor pipeline around the same handler.
+class NoopInterceptor {
+  intercept(context, next) {
+    return next.handle();
+  }
+}
+route('intercepted', 'intercepted', [UseInterceptors(NoopInterceptor)]);
+route('interceptedIo', 'intercepted-io', [UseInterceptors(NoopInterceptor)]);
 route('idempotent', 'idempotent', [Idempotent()]);
 route('idempotentIo', 'idempotent-io', [Idempotent()]);
 route('hold', 'hold', [Idempotent()], Headers('idempotency-key'));

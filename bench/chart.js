@@ -80,6 +80,12 @@ function renderChart(results) {
   place(70);
   line(legendX, legendY + 6, legendX + 22, legendY + 6, 'class="target"');
   text(legendX + 27, legendY + 10.5, 'target', 'class="legend"');
+  legendX += 70;
+  if (rows.some((r) => r.scenario === 'floor')) {
+    place(150);
+    line(legendX, legendY + 6, legendX + 22, legendY + 6, 'class="floor"');
+    text(legendX + 27, legendY + 10.5, 'no-op interceptor', 'class="legend"');
+  }
 
   for (const [p, [handler, title]] of PANELS.entries()) {
     const left = panelLeft[p];
@@ -119,12 +125,15 @@ function renderChart(results) {
         const level = vs.peer * (scenario === 'first' ? 1.25 : 1);
         marks.push([level, scenario === 'first' ? '1.25x peer' : 'peer', 'target peer']);
       }
+      // What a no-op interceptor leaves of the baseline: no interceptor-based library gets past it.
+      const floor = rows.find((r) => r.target === 'ours-redis' && r.handler === handler && r.scenario === 'floor');
+      if (floor && scenario === 'first') marks.push([floor.ratio.median, 'no-op', 'floor']);
       marks.sort((a, b) => b[0] - a[0]);
       let labelY = -Infinity;
       for (const [level, label, cls] of marks) {
         line(oursX, y(level), oursX + barWidth, y(level), `class="${cls}"`);
         labelY = Math.max(y(level) + 4, labelY + 11); // keep close labels apart
-        text(oursX - 3, labelY, label, 'class="target-label" text-anchor="end"');
+        text(oursX - 3, labelY, label, `class="target-label${cls === 'floor' ? ' floor-label' : ''}" text-anchor="end"`);
       }
       text(groupLeft + groupWidth / 2, bottom + 18, label, 'class="axis group" text-anchor="middle"');
     }
@@ -153,6 +162,8 @@ text { fill: #1f2937; }
 .target { stroke: #dc2626; stroke-width: 2; stroke-dasharray: 5 3; }
 .target.peer { stroke: #9a3412; stroke-dasharray: 2 2; }
 .target-label { font-size: 9.5px; fill: #b91c1c; }
+.floor { stroke: #6b7280; stroke-width: 2; }
+.floor-label { fill: #4b5563; }
 </style>
 <rect width="100%" height="100%" fill="#ffffff"/>
 ${out.join('\n')}

@@ -8,7 +8,7 @@ const v = r.versions;
 const c = r.config;
 const n = (value) => Math.round(value).toLocaleString('en-US').replace(/,/g, ' ');
 const x = (value) => `${value.toFixed(2)}x`;
-const LABELS = { baseline: 'a. baseline', first: 'b. first execution', replay: 'c. replay', conflict: 'd. conflict (409)' };
+const LABELS = { baseline: 'a. baseline', floor: "a'. no-op interceptor", first: 'b. first execution', replay: 'c. replay', conflict: 'd. conflict (409)' };
 const HANDLERS = { trivial: 'trivial', io: '~5 ms I/O' };
 const lines = [];
 const out = (line = '') => lines.push(line);
@@ -33,13 +33,14 @@ out(
 out();
 out('![Throughput relative to each library\'s own baseline](bench/results/latest.svg)');
 out();
-out('| handler | library, store | scenario | req/s (min-max) | p50 / p99 ms | ratio to baseline (min-max) |');
-out('| --- | --- | --- | ---: | ---: | ---: |');
+out('| handler | library, store | scenario | req/s (min-max) | p50 / p99 ms | ratio to baseline (min-max) | CPU µs / request: app, Redis |');
+out('| --- | --- | --- | ---: | ---: | ---: | ---: |');
 for (const row of r.throughput) {
   out(
     `| ${HANDLERS[row.handler]} | ${r.libraries[row.target]} | ${LABELS[row.scenario]} | ` +
       `${n(row.reqPerSec.median)} (${n(row.reqPerSec.min)}-${n(row.reqPerSec.max)}) | ${row.p50} / ${row.p99} | ` +
-      `${row.scenario === 'baseline' ? '1' : `${x(row.ratio.median)} (${row.ratio.min.toFixed(2)}-${row.ratio.max.toFixed(2)})`} |`,
+      `${row.scenario === 'baseline' ? '1' : `${x(row.ratio.median)} (${row.ratio.min.toFixed(2)}-${row.ratio.max.toFixed(2)})`} | ` +
+      `${row.appCpuUs ?? '-'}, ${row.redisCpuUs ?? '-'} |`,
   );
 }
 out();
