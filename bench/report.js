@@ -95,7 +95,7 @@ out('| target | goal | measured | |');
 out('| --- | --- | ---: | --- |');
 for (const t of r.targets) {
   out(
-    `| ${t.target} | ${t.goal.replace('>=', '≥').replace('<=', '≤')} | ${t.measured === null ? 'n/a' : `${t.measured}${t.unit === 'ms' ? ' ms' : 'x'}`}${t.detail ? ` (${t.detail})` : ''} | ${t.result} |`,
+    `| ${t.target} | ${t.goal.replace('>=', '≥').replace('<=', '≤')} | ${t.measured === null ? 'n/a' : t.unit === 'ms' ? `${t.measured} ms` : x(t.measured)}${t.detail ? ` (${t.detail})` : ''} | ${t.result} |`,
   );
 }
 out();
