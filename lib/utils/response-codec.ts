@@ -5,7 +5,27 @@ import type { IdempotencyCompressionOptions } from '../interfaces/idempotency-op
 import type { StoredResponse } from '../stores/idempotency.store';
 
 /** How a body was stored, so that a replay hands the framework the same kind of value. */
-type BodyKind = 'json' | 'text' | 'binary' | 'empty';
+type BodyKind = 'json' | 'text' | 'binary' | 'view' | 'null' | 'empty';
+
+/**
+ * Typed arrays and DataView, by name: Fastify sends them as raw bytes, Express as JSON, so a
+ * replay must hand the framework the same type again, not a Buffer.
+ */
+const VIEWS = {
+  Int8Array,
+  Uint8Array,
+  Uint8ClampedArray,
+  Int16Array,
+  Uint16Array,
+  Int32Array,
+  Uint32Array,
+  Float32Array,
+  Float64Array,
+  BigInt64Array,
+  BigUint64Array,
+  DataView,
+} as const;
+type ViewName = keyof typeof VIEWS;
 
 type Algorithm = NonNullable<IdempotencyCompressionOptions['algorithm']>;
 
@@ -29,6 +49,8 @@ interface Meta {
   k: string;
   /** Compression algorithm of the body, when compressed. */
   z?: Algorithm;
+  /** Kind `view`: the typed array (or DataView) the body's bytes came from. */
+  a?: ViewName;
 }
 
 /** A serialised response, before compression. */
@@ -40,7 +62,14 @@ export interface EncodedResponse {
 /** What Express and Fastify send with a JSON body anyway: not worth storing with each record. */
 const DEFAULT_JSON_TYPE = 'application/json; charset=utf-8';
 
-const KINDS: Record<string, BodyKind> = { j: 'json', t: 'text', b: 'binary', e: 'empty' };
+const KINDS: Record<string, BodyKind> = {
+  j: 'json',
+  t: 'text',
+  b: 'binary',
+  v: 'view',
+  n: 'null',
+  e: 'empty',
+};
 
 const CODECS: Record<
   Algorithm,
@@ -74,13 +103,13 @@ const CODECS: Record<
 /** Why a value cannot be stored, or undefined when it can. */
 export function unreplayableReason(value: unknown): string | undefined {
   if (value instanceof StreamableFile) return 'a StreamableFile';
-  if (
-    value !== null &&
-    typeof value === 'object' &&
-    typeof (value as { pipe?: unknown }).pipe === 'function'
-  ) {
+  if (value === null || typeof value !== 'object') return undefined;
+  // Node streams, and web streams and fetch Responses (Fastify streams both).
+  const candidate = value as { pipe?: unknown; getReader?: unknown };
+  if (typeof candidate.pipe === 'function' || typeof candidate.getReader === 'function') {
     return 'a stream';
   }
+  if (typeof Response !== 'undefined' && value instanceof Response) return 'a fetch Response';
   return undefined;
 }
 
@@ -92,12 +121,17 @@ export function encodeResponse(snapshot: ResponseSnapshot): EncodedResponse {
   const { value } = snapshot;
   let kind: BodyKind;
   let body: Buffer;
-  if (value === undefined) {
-    kind = 'empty';
+  let view: ViewName | undefined;
+  if (value === undefined || value === null) {
+    kind = value === null ? 'null' : 'empty';
     body = Buffer.alloc(0);
   } else if (Buffer.isBuffer(value)) {
     kind = 'binary';
     body = value;
+  } else if (ArrayBuffer.isView(value) && viewName(value)) {
+    kind = 'view';
+    view = viewName(value);
+    body = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
   } else if (typeof value === 'string') {
     kind = 'text';
     body = Buffer.from(value, 'utf8');
@@ -112,6 +146,7 @@ export function encodeResponse(snapshot: ResponseSnapshot): EncodedResponse {
     body = Buffer.from(json ?? '', 'utf8');
   }
   const meta: Meta = { k: kind[0] };
+  if (view) meta.a = view;
   if (snapshot.status !== undefined) meta.s = snapshot.status;
   const headers = { ...snapshot.headers };
   if (kind === 'json' && headers['content-type'] === DEFAULT_JSON_TYPE) {
@@ -162,8 +197,30 @@ export async function decodeResponse(stored: StoredResponse): Promise<ResponseSn
     case 'binary':
       value = body;
       break;
+    case 'view':
+      value = toView(body, meta.a);
+      break;
+    case 'null':
+      value = null;
+      break;
     default:
       value = undefined;
   }
   return { status: meta.s, headers: meta.h, value };
+}
+
+/** The name of a typed array or DataView this codec stores as bytes, or undefined. */
+function viewName(value: ArrayBufferView): ViewName | undefined {
+  const name = value.constructor.name as ViewName;
+  return VIEWS[name] === value.constructor ? name : undefined;
+}
+
+/** The typed array (or DataView) `name` over a copy of the bytes (a copy keeps it aligned). */
+function toView(body: Buffer, name: ViewName | undefined): ArrayBufferView {
+  const View = (name !== undefined && Object.hasOwn(VIEWS, name) ? VIEWS[name] : undefined) as
+    (new (buffer: ArrayBuffer) => ArrayBufferView) | undefined;
+  if (!View) throw new Error(`unknown stored view type ${String(name)}`);
+  const bytes = new Uint8Array(body.byteLength);
+  bytes.set(body);
+  return new View(bytes.buffer);
 }

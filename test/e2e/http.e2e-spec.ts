@@ -1,4 +1,5 @@
 import Redis from 'ioredis';
+import { Logger } from '@nestjs/common';
 import { IdempotencyModuleOptions, MemoryIdempotencyStore } from '../../lib';
 import {
   deleteKeysUnder,
@@ -108,6 +109,31 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       expect(replay.bytes.equals(first.bytes)).toBe(true);
       expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
       expect(t.executions.count('binary')).toBe(1);
+    });
+
+    it('replays a typed array as the same bytes and content type', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments/bytes', { key });
+      const replay = await post(t.url, '/payments/bytes', { key });
+      // Fastify sends a typed array raw; Express sends it as JSON. A replay must do the same.
+      if (platform === 'fastify') expect([...first.bytes]).toEqual([104, 105, 1]);
+      else expect(first.json()).toEqual({ 0: 104, 1: 105, 2: 1 });
+      expect(replay.bytes.equals(first.bytes)).toBe(true);
+      expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(t.executions.count('bytes')).toBe(1);
+    });
+
+    it('stores a null response and replays it', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments/nothing', { key });
+      const replay = await post(t.url, '/payments/nothing', { key });
+      expect(first.status).toBe(201);
+      expect(replay.status).toBe(201);
+      expect(replay.text).toBe(first.text);
+      expect(replay.headers.get('content-type')).toBe(first.headers.get('content-type'));
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(t.executions.count('nothing')).toBe(1);
     });
 
     it('compresses a large JSON body in the store and replays it byte for byte', async () => {
@@ -348,6 +374,7 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
   describe('responses that cannot be replayed', () => {
     it.each([
       ['a StreamableFile', '/payments/file', 'file'],
+      ['a web ReadableStream', '/payments/web-stream', 'web-stream'],
       ['a @Res() handler', '/payments/raw', 'raw'],
       ['a body over maxResponseBytes', '/payments/big', 'big'],
       ['an object whose JSON is a bare string (a Date)', '/payments/date', 'date'],
@@ -361,6 +388,22 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       expect(t.executions.count(name)).toBe(2);
       expect(t.executions.ofType('not_replayable').length).toBeGreaterThan(0);
     });
+  });
+
+  it('warns once per handler and kind, not once per response size', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn');
+    try {
+      for (const size of [200, 300, 400]) {
+        const response = await post(t.url, '/payments/sized', { key: newKey(), body: { size } });
+        expect(response.status).toBe(201);
+      }
+      expect(t.executions.count('sized')).toBe(3);
+      const warnings = warn.mock.calls.filter(([message]) => String(message).includes('sized'));
+      expect(warnings).toHaveLength(1);
+      expect(String(warnings[0][0])).toMatch(/over maxResponseBytes/);
+    } finally {
+      warn.mockRestore();
+    }
   });
 
   it('leaves @Sse() streams untouched: no claim, the handler runs every time', async () => {

@@ -250,6 +250,28 @@ export class PaymentsController {
     res.status(200).send('raw body');
   }
 
+  @Post('web-stream')
+  @Idempotent()
+  webStream() {
+    this.executions.hit('web-stream');
+    return new Blob(['web stream body']).stream();
+  }
+
+  @Post('nothing')
+  @Idempotent()
+  nothing() {
+    this.executions.hit('nothing');
+    return null;
+  }
+
+  @Post('bytes')
+  @Idempotent()
+  bytes() {
+    // A typed array over part of a larger buffer, as encoders hand them out.
+    const buffer = new Uint8Array([9, 9, 104, 105, this.executions.hit('bytes'), 9]);
+    return buffer.subarray(2, 5);
+  }
+
   @Post('date')
   @Idempotent()
   date() {
@@ -261,6 +283,12 @@ export class PaymentsController {
   @Idempotent({ maxResponseBytes: 100 })
   big() {
     return { run: this.executions.hit('big'), padding: 'x'.repeat(200) };
+  }
+
+  @Post('sized')
+  @Idempotent({ maxResponseBytes: 100 })
+  sized(@Body() body: { size: number }) {
+    return { run: this.executions.hit('sized'), padding: 'x'.repeat(body.size) };
   }
 
   @Post('tenant')

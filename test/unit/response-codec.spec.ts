@@ -1,5 +1,11 @@
 import { randomBytes } from 'node:crypto';
-import { decodeResponse, encodeResponse, packResponse } from '../../lib/utils/response-codec';
+import { Readable } from 'node:stream';
+import {
+  decodeResponse,
+  encodeResponse,
+  packResponse,
+  unreplayableReason,
+} from '../../lib/utils/response-codec';
 
 /** A realistic JSON body: orders with varied values, about `count` * 200 bytes. */
 function orders(count: number) {
@@ -11,6 +17,9 @@ function orders(count: number) {
     createdAt: new Date(Date.UTC(2026, 0, 1, 0, i)).toISOString(),
   }));
 }
+
+const bytesOf = (view: ArrayBufferView) =>
+  Buffer.from(view.buffer, view.byteOffset, view.byteLength);
 
 describe('response codec', () => {
   it('round-trips JSON, text, binary and empty bodies with status and headers', async () => {
@@ -24,6 +33,42 @@ describe('response codec', () => {
         headers: { location: '/x' },
         value,
       });
+    }
+  });
+
+  it('round-trips null, typed arrays and DataViews as the same type and bytes', async () => {
+    const floats = new Float32Array([1.5, -2, 3.25]);
+    const backing = new Uint8Array([7, 1, 2, 3, 7]);
+    for (const value of [
+      null,
+      backing.subarray(1, 4),
+      floats,
+      new DataView(floats.buffer, 4, 8),
+      new BigInt64Array([-1n, 2n ** 62n]),
+    ]) {
+      const decoded = await decodeResponse(
+        await packResponse(encodeResponse({ status: 200, value }), { threshold: 0 }),
+      );
+      expect(decoded.value).toEqual(value);
+      expect(decoded.value?.constructor).toBe(value?.constructor ?? undefined);
+      if (value !== null) expect(bytesOf(decoded.value as ArrayBufferView)).toEqual(bytesOf(value));
+    }
+  });
+
+  it('refuses a stored view type it does not know', async () => {
+    const stored = await packResponse(encodeResponse({ value: new Uint8Array([1]) }), false);
+    for (const name of ['Buffer', 'constructor', 'toString']) {
+      const meta = JSON.stringify({ ...JSON.parse(stored.meta), a: name });
+      await expect(decodeResponse({ meta, body: stored.body })).rejects.toThrow(/view type/);
+    }
+  });
+
+  it('tells streams of any kind and fetch Responses apart from values it can store', () => {
+    expect(unreplayableReason(new Blob(['x']).stream())).toBe('a stream');
+    expect(unreplayableReason(new Response('x'))).toBe('a fetch Response');
+    expect(unreplayableReason(Readable.from(['x']))).toBe('a stream');
+    for (const value of [null, undefined, 'text', { pipe: true }, new Uint8Array(1)]) {
+      expect(unreplayableReason(value)).toBeUndefined();
     }
   });
 
