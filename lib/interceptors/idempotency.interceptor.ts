@@ -410,15 +410,18 @@ export class IdempotencyInterceptor implements NestInterceptor {
     let encoded;
     try {
       const snapshot = adapter.capture(context, values, options);
-      if (typeof snapshot === 'string')
-        return this.notReplayable(claim, `the response is ${snapshot}`);
+      if (typeof snapshot === 'string') {
+        return this.notReplayable(claim, snapshot, `the response is ${snapshot}`);
+      }
       encoded = encodeResponse(snapshot);
     } catch (error) {
-      return this.notReplayable(claim, `the response cannot be serialised (${describe(error)})`);
+      const reason = `the response cannot be serialised (${describe(error)})`;
+      return this.notReplayable(claim, 'unserialisable', reason);
     }
     if (encoded.body.length > options.maxResponseBytes) {
       return this.notReplayable(
         claim,
+        'too large',
         `the response has ${encoded.body.length} bytes, over maxResponseBytes (${options.maxResponseBytes})`,
       );
     }
@@ -445,9 +448,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
-  private async notReplayable(claim: Claim, reason: string): Promise<void> {
+  /** `kind`: what went wrong, without the details of this response (it is warned about once). */
+  private async notReplayable(claim: Claim, kind: string, reason: string): Promise<void> {
     this.emit(claim.options, 'not_replayable', claim.handler, claim.key);
-    this.warnOnce(claim.handler, `not stored because ${reason}; the claim was released`);
+    this.warnOnce(claim.handler, `not stored because ${reason}; the claim was released`, kind);
     await this.release(claim);
   }
 
@@ -537,8 +541,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
   }
 
-  private warnOnce(handler: string, message: string): void {
-    const id = `${handler}: ${message}`;
+  /**
+   * Logs a warning the first time `kind` happens on a handler. Kinds are few per handler, so the
+   * set stays small; messages (with sizes or error texts) would grow it without bound.
+   */
+  private warnOnce(handler: string, message: string, kind = message): void {
+    const id = `${handler}\0${kind}`;
     if (this.warned.has(id)) return;
     this.warned.add(id);
     this.logger.warn(`${handler}: ${message}`);
