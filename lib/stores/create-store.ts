@@ -89,6 +89,8 @@ function queueUntilFirstReady(client: Redis, offlineQueue: boolean): Redis {
 /** Waits (bounded) until a client the module created is ready, so boot does not race the first request. */
 export async function waitUntilReady(store: IdempotencyStore, timeoutMs: number): Promise<boolean> {
   if (!(store instanceof RedisIdempotencyStore) || store.client.status === 'ready') return true;
+  // A client of yours with lazyConnect stays in 'wait' until its first command: nothing to wait for.
+  if (store.client.status === 'wait') return true;
   const client = store.client;
   return new Promise((resolve) => {
     const done = (ready: boolean) => {

@@ -192,14 +192,32 @@ function parseCompletion(message: Buffer): CompletedOutcome | undefined {
   };
 }
 
-/** Closes a connection, resolving once it is really gone (not when QUIT is acknowledged). */
+/** How long a shutdown waits for Redis to acknowledge QUIT before dropping the connection, in ms. */
+const QUIT_TIMEOUT_MS = 2_000;
+
+/**
+ * Closes a connection, resolving once it is really gone (not when QUIT is acknowledged), or after
+ * {@link QUIT_TIMEOUT_MS} when Redis does not answer (stalled, partitioned): a shutdown must end.
+ */
 async function disconnect(client: Redis | Cluster): Promise<void> {
   if (client.status !== 'ready') {
     // Connecting, reconnecting or never connected: nothing to flush, just stop trying.
     client.disconnect();
     return;
   }
-  const ended = once(client, 'end');
-  await client.quit().catch(() => client.disconnect());
-  await ended;
+  // An error while closing ends the wait as well (once() rejects on 'error'): never unhandled.
+  const ended = once(client, 'end').catch(() => undefined);
+  const quit = client.quit().then(
+    () => ended,
+    () => client.disconnect(),
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<'timeout'>(
+    (resolve) => (timer = setTimeout(() => resolve('timeout'), QUIT_TIMEOUT_MS)),
+  );
+  try {
+    if ((await Promise.race([quit, timeout])) === 'timeout') client.disconnect();
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -369,6 +369,47 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
       }
     });
 
+    it('shuts down within seconds when Redis stops answering', async () => {
+      const server = await startRedisServer();
+      const t = await startTestApp(platform, { redis: server.url, waitTimeout: 100 });
+      try {
+        const key = newKey();
+        // A request that holds its key, and a duplicate that waits for it (which opens the
+        // subscriber connection) until waitTimeout.
+        const held = post(t.url, '/payments/wait', { key, body: { hold: true } });
+        const release = await t.executions.nextStarted();
+        expect((await post(t.url, '/payments/wait', { key, body: { hold: true } })).status).toBe(
+          409,
+        );
+        expect(t.executions.ofType('waiting')).toHaveLength(1);
+        release();
+        expect((await held).status).toBe(201);
+        process.kill(server.pid, 'SIGSTOP'); // connections stay open, QUIT is never answered
+        const started = Date.now();
+        await t.close();
+        expect(Date.now() - started).toBeLessThan(5_000);
+      } finally {
+        process.kill(server.pid, 'SIGCONT');
+        await server.stop();
+      }
+    });
+
+    it('boots at once with a lazyConnect client of yours, which connects on first use', async () => {
+      const server = await startRedisServer();
+      const client = new Redis(server.url, { lazyConnect: true });
+      const started = Date.now();
+      const t = await startTestApp(platform, { redis: client, storeTimeout: 3_000 });
+      try {
+        expect(Date.now() - started).toBeLessThan(2_500);
+        expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(201);
+        expect(client.status).toBe('ready');
+      } finally {
+        await t.close();
+        client.disconnect();
+        await server.stop();
+      }
+    });
+
     it('recovers once Redis comes back', async () => {
       const port = await findFreePort();
       const t = await startTestApp(platform, {
