@@ -359,7 +359,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * goes away (client disconnect, a timeout interceptor), the handler still runs to its end and
    * its outcome is still recorded, so a retry never runs it a second time concurrently. Exactly
    * one of complete / release happens, and the values are passed on only after it, so the
-   * response leaves after the completion write.
+   * response leaves after the completion write (and a stream reaches the caller once it ends).
    */
   private run(
     context: ExecutionContext,
@@ -395,7 +395,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
           for (const value of emitted) subscriber.next(value);
           subscriber.complete();
         },
-        (error: unknown) => subscriber.error(error),
+        (error: unknown) => {
+          // What the handler emitted before failing still reaches the caller, as without us.
+          for (const value of values) subscriber.next(value);
+          subscriber.error(error);
+        },
       );
     });
   }

@@ -75,6 +75,23 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
     expect(consumer.executions.count('stream')).toBe(1);
   });
 
+  it('passes on what a failing handler emitted before its error, and releases the claim', async () => {
+    const key = newKey();
+    const values: unknown[] = [];
+    const error = await new Promise<unknown>((resolve, reject) =>
+      consumer.client.send(PATTERNS.partial, withKey(setup, {}, key)).subscribe({
+        next: (value) => values.push(value),
+        error: resolve,
+        complete: () => reject(new Error('expected the stream to fail')),
+      }),
+    );
+    expect(values).toEqual([1, 2]);
+    expect(error).toEqual({ status: 'error', message: 'stream broke' });
+    const retry = consumer.client.send(PATTERNS.partial, withKey(setup, {}, key));
+    expect(await lastValueFrom(retry.pipe(toArray()))).toEqual([1, 2, 3]);
+    expect(consumer.executions.count('partial')).toBe(2);
+  });
+
   it('runs 50 concurrent duplicates once; the others get IDEMPOTENCY_IN_PROGRESS with a retry hint', async () => {
     const key = newKey();
     const started = consumer.executions.nextStarted();

@@ -16,7 +16,7 @@ import {
 import { randomUUID } from 'node:crypto';
 import { createConnection } from 'node:net';
 import { headers as natsHeaders } from 'nats';
-import { of } from 'rxjs';
+import { concat, of, throwError } from 'rxjs';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
 import { findFreePort } from './redis-server';
 import { Executions } from './test-app';
@@ -29,6 +29,7 @@ export const PATTERNS = {
   wait: `payments.wait.${RUN}`,
   fail: `payments.fail.${RUN}`,
   stream: `payments.stream.${RUN}`,
+  partial: `payments.partial.${RUN}`,
   paid: `order.paid.${RUN}`,
   shipped: `order.shipped.${RUN}`,
 };
@@ -85,6 +86,19 @@ export class PaymentsConsumer {
   stream() {
     const run = executions.hit('stream');
     return of(run, 'two', { three: 3 });
+  }
+
+  @MessagePattern(PATTERNS.partial)
+  @Idempotent()
+  partial() {
+    const run = executions.hit('partial');
+    const failure = new RpcException({ status: 'error', message: 'stream broke' });
+    return run === 1
+      ? concat(
+          of(1, 2),
+          throwError(() => failure),
+        )
+      : of(1, 2, 3);
   }
 
   @EventPattern(PATTERNS.paid)
