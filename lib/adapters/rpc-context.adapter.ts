@@ -12,7 +12,7 @@ export const PAYLOAD_KEY_FIELD = 'idempotencyKey';
 
 /** The parts of Nest's transport contexts (NatsContext, RmqContext, KafkaContext...) used here. */
 interface TransportContext {
-  getHeaders?(): { has(name: string): boolean; get(name: string): string } | undefined;
+  getHeaders?(): NatsHeaders | undefined;
   getMessage?(): {
     properties?: { headers?: Record<string, unknown> };
     headers?: Record<string, unknown>;
@@ -89,17 +89,38 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
   }
 }
 
-/** The key header from whichever transport this is, or undefined. */
+/** The parts of the `nats` package's MsgHdrs used here. */
+interface NatsHeaders {
+  values(name: string, match?: number): string[];
+}
+
+/** `Match.IgnoreCase` of the `nats` package. */
+const NATS_IGNORE_CASE = 2;
+
+/**
+ * The key header from whichever transport this is, or undefined. Names match in any case, as in
+ * HTTP; a key sent more than once comes back as an array, which the key check refuses.
+ */
 function readHeader(transport: TransportContext | undefined, name: string): unknown {
   if (!transport) return undefined;
   const nats = transport.getHeaders?.();
-  if (nats) return nats.has(name) ? nats.get(name) : undefined;
+  if (nats) return single(nats.values(name, NATS_IGNORE_CASE));
   const message = transport.getMessage?.();
   const packet = transport.getPacket?.();
   const headers =
     message?.properties?.headers ?? message?.headers ?? packet?.properties?.userProperties;
   if (!headers) return undefined;
-  const value = headers[name] ?? headers[name.toLowerCase()];
-  // Kafka headers arrive as Buffers.
-  return Buffer.isBuffer(value) ? value.toString('utf8') : value;
+  const wanted = name.toLowerCase();
+  const values = Object.keys(headers)
+    .filter((header) => header.toLowerCase() === wanted)
+    .map((header) => headers[header])
+    .filter((value) => value !== undefined && value !== null)
+    // Kafka headers arrive as Buffers.
+    .map((value) => (Buffer.isBuffer(value) ? value.toString('utf8') : value));
+  return single(values);
+}
+
+/** The one value, undefined for none, the array itself for several. */
+function single(values: unknown[]): unknown {
+  return values.length > 1 ? values : values[0];
 }

@@ -9,6 +9,7 @@ import {
   TransportName,
   transportSetup,
   TransportSetup,
+  withHeaders,
   withKey,
 } from '../support/microservice-app';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
@@ -157,6 +158,44 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
     consumer.client.emit(PATTERNS.paid, withKey(setup, { eventId }, eventId));
     await replayed;
     expect(consumer.executions.count('paid')).toBe(1);
+  });
+});
+
+describe.each(['nats', 'rmq'] as const)('the key header on the %s transport', (name) => {
+  const prefix = uniquePrefix(`rpc-header-${name}`);
+  let setup: TransportSetup;
+  let consumer: Consumer;
+
+  beforeAll(async () => {
+    const url = new URL(name === 'nats' ? NATS_URL : RMQ_URL);
+    await requireBroker(name === 'nats' ? 'NATS' : 'RabbitMQ', '127.0.0.1', Number(url.port));
+    setup = await transportSetup(name);
+    consumer = await startConsumer(setup, { redis: testRedisUrl(), keyPrefix: prefix });
+  }, 30_000);
+  afterAll(async () => {
+    await consumer?.close();
+    const redis = inspectionClient();
+    await deleteKeysUnder(redis, prefix);
+    await redis.quit();
+  });
+
+  const charge = (headers: Record<string, string>) =>
+    lastValueFrom(
+      consumer.client.send(PATTERNS.charge, withHeaders(setup, { amount: 3 }, headers)),
+    );
+
+  it('matches the header name in any case, as HTTP does', async () => {
+    const key = newKey();
+    const first = await charge({ 'idempotency-key': key });
+    expect(await charge({ 'IDEMPOTENCY-KEY': key })).toEqual(first);
+    expect(consumer.executions.count('charge')).toBe(1);
+    expect(consumer.executions.ofType('replayed')).toHaveLength(1);
+  });
+
+  it('refuses a key sent twice under names that differ in case', async () => {
+    const headers = { 'Idempotency-Key': newKey(), 'idempotency-key': newKey() };
+    expect(await errorOf(charge(headers))).toMatchObject({ code: 'IDEMPOTENCY_KEY_INVALID' });
+    expect(consumer.executions.count('charge')).toBe(1);
   });
 });
 

@@ -232,15 +232,20 @@ export function withKey(
   data: Record<string, unknown>,
   key: string,
 ): unknown {
-  switch (setup.name) {
-    case 'nats': {
-      const headers = natsHeaders();
-      headers.set('Idempotency-Key', key);
-      return new NatsRecordBuilder(data).setHeaders(headers).build();
-    }
-    case 'rmq':
-      return new RmqRecordBuilder(data).setOptions({ headers: { 'Idempotency-Key': key } }).build();
-    default:
-      return { ...data, idempotencyKey: key };
+  if (setup.name === 'nats' || setup.name === 'rmq') {
+    return withHeaders(setup, data, { 'Idempotency-Key': key });
   }
+  return { ...data, idempotencyKey: key };
+}
+
+/** A NATS or RabbitMQ message with these headers (names as given). */
+export function withHeaders(
+  setup: TransportSetup,
+  data: Record<string, unknown>,
+  headers: Record<string, string>,
+): unknown {
+  if (setup.name === 'rmq') return new RmqRecordBuilder(data).setOptions({ headers }).build();
+  const nats = natsHeaders();
+  for (const [name, value] of Object.entries(headers)) nats.set(name, value);
+  return new NatsRecordBuilder(data).setHeaders(nats).build();
 }
