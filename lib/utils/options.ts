@@ -36,6 +36,9 @@ const COUNTS = [
   'maxKeyLength',
   'waitTimeout',
 ] as const;
+/** Options that set a Node timer (lockTtl: its third), which fires at once past 2^31 - 1 ms. */
+const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
+const MAX_TIMER_MS = 2 ** 31 - 1;
 const FLAGS = ['required', 'fingerprint', 'failOpen'] as const;
 const FUNCTIONS = ['key', 'scope', 'onReplay'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
@@ -52,6 +55,12 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
     const value = options[name];
     if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
       fail(`${name} must be a positive whole number, got ${String(value)}`);
+    }
+  }
+  for (const name of TIMERS) {
+    const value = options[name];
+    if (value !== undefined && value > MAX_TIMER_MS) {
+      fail(`${name} must be at most ${MAX_TIMER_MS} ms (about 24.8 days), got ${value}`);
     }
   }
   for (const name of FLAGS) {
@@ -121,11 +130,45 @@ function validateCompression(
   }
 }
 
+const STORE_METHODS = ['claim', 'complete', 'release', 'extend'] as const;
+
+/** Checks what only the module takes: the store or Redis connection, listeners and switches. */
+function validateModuleOptions(options: IdempotencyModuleOptions): void {
+  const fail = (message: string): never => {
+    throw new TypeError(`IdempotencyModule: ${message}`);
+  };
+  const { store, redis } = options;
+  if (store !== undefined) {
+    const methods = store as unknown as Record<string, unknown> | null;
+    if (!STORE_METHODS.every((method) => typeof methods?.[method] === 'function')) {
+      fail(
+        'store must be an IdempotencyStore (claim, complete, release, extend); pass an ioredis client as `redis`',
+      );
+    }
+  }
+  if (redis !== undefined) {
+    if (typeof redis === 'string' ? redis.trim() === '' : typeof redis !== 'object' || !redis) {
+      fail('redis must be a Redis URL, ioredis options, { clusterNodes } or an ioredis client');
+    }
+    const nodes = (redis as { clusterNodes?: unknown }).clusterNodes;
+    if (nodes !== undefined && !(Array.isArray(nodes) && nodes.length > 0)) {
+      fail('redis.clusterNodes must be a non-empty array of nodes');
+    }
+  }
+  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
+    fail(`onEvent must be a function, got ${typeof options.onEvent}`);
+  }
+  if (options.metrics !== undefined && typeof options.metrics !== 'boolean') {
+    fail(`metrics must be a boolean, got ${typeof options.metrics}`);
+  }
+}
+
 /** Validates the module options and fills in every default. */
 export function resolveModuleOptions(
   options: IdempotencyModuleOptions,
 ): ResolvedIdempotencyOptions & IdempotencyModuleOptions {
   validateOptions(options, 'IdempotencyModule');
+  validateModuleOptions(options);
   return mergeOptions(DEFAULT_OPTIONS, options);
 }
 

@@ -162,10 +162,25 @@ describe('IdempotencyModule', () => {
     [{ headerName: 'Bad Header' }, 'headerName must be a valid HTTP header name'],
     [{ replayHeaders: ['Set-Cookie'] }, 'Set-Cookie can never be stored or replayed'],
     [{ required: 'yes' }, 'required must be a boolean'],
+    [{ storeTimeout: 2 ** 31 }, 'storeTimeout must be at most 2147483647 ms'],
+    [{ lockTtl: 7e9 }, 'lockTtl must be at most 2147483647 ms'],
+    [{ redis: '' }, 'redis must be a Redis URL'],
+    [{ redis: 6379 }, 'redis must be a Redis URL'],
+    [{ redis: null }, 'redis must be a Redis URL'],
+    [{ redis: { clusterNodes: [] } }, 'redis.clusterNodes must be a non-empty array'],
+    [{ onEvent: 'log' }, 'onEvent must be a function'],
+    [{ metrics: 'x' }, 'metrics must be a boolean'],
   ])('refuses invalid options %j at bootstrap with a clear error', async (options, message) => {
     await expect(
       boot(IdempotencyModule.forRoot(options as unknown as IdempotencyModuleOptions)),
     ).rejects.toThrow(`IdempotencyModule: ${message}`);
+  });
+
+  it('refuses an ioredis client passed as store, and says to pass it as redis', async () => {
+    const client = new Redis({ lazyConnect: true });
+    await expect(
+      boot(IdempotencyModule.forRoot({ store: client as unknown as MemoryIdempotencyStore })),
+    ).rejects.toThrow(/store must be an IdempotencyStore .*pass an ioredis client as `redis`/);
   });
 
   it('refuses invalid @Idempotent() options when the class is defined', () => {
