@@ -24,6 +24,15 @@ interface TransportContext {
   getTopic?(): string;
 }
 
+/** How a value that JSON cannot carry was stored: `u` undefined, `b` a Buffer (base64). */
+type ValueKind = 'u' | 'b';
+
+/** What an RPC reply is stored as: every value emitted, and the kinds of those JSON would alter. */
+interface StoredValues {
+  v: unknown[];
+  k?: Record<number, ValueKind>;
+}
+
 type RpcExceptionClass = new (error: object) => Error;
 
 /**
@@ -72,11 +81,34 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
       const reason = unreplayableReason(value);
       if (reason) return reason;
     }
-    return { value: values };
+    // Stored as JSON: undefined and Buffers are marked, so that a replay emits them as they were
+    // (JSON would turn them into null and { type: 'Buffer', data }).
+    const kinds: Record<number, ValueKind> = {};
+    const stored = values.map((value, index) => {
+      if (value === undefined) {
+        kinds[index] = 'u';
+        return null;
+      }
+      if (Buffer.isBuffer(value)) {
+        kinds[index] = 'b';
+        return value.toString('base64');
+      }
+      return value;
+    });
+    const value: StoredValues =
+      Object.keys(kinds).length > 0 ? { v: stored, k: kinds } : { v: stored };
+    return { value };
   }
 
   replay(_context: ExecutionContext, snapshot: ResponseSnapshot): Observable<unknown> {
-    return from(snapshot.value as unknown[]);
+    const { v: values, k: kinds = {} } = snapshot.value as StoredValues;
+    return from(
+      values.map((value, index) => {
+        if (kinds[index] === 'u') return undefined;
+        if (kinds[index] === 'b') return Buffer.from(String(value), 'base64');
+        return value;
+      }),
+    );
   }
 
   toException(_context: ExecutionContext, error: IdempotencyError): Error {

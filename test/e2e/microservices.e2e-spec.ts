@@ -76,6 +76,19 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
     expect(consumer.executions.count('stream')).toBe(1);
   });
 
+  it('replays a reply of undefined as no value, as it was sent', async () => {
+    const key = newKey();
+    const values = () =>
+      lastValueFrom(
+        consumer.client.send(PATTERNS.nothing, withKey(setup, {}, key)).pipe(toArray()),
+      );
+    const first = await values();
+    expect(await values()).toEqual(first);
+    expect(consumer.executions.count('nothing')).toBe(1);
+    const replayed = consumer.executions.ofType('replayed');
+    expect(replayed.filter((event) => event.handler.endsWith('.nothing'))).toHaveLength(1);
+  });
+
   it('passes on what a failing handler emitted before its error, and releases the claim', async () => {
     const key = newKey();
     const values: unknown[] = [];

@@ -30,6 +30,7 @@ export const PATTERNS = {
   fail: `payments.fail.${RUN}`,
   stream: `payments.stream.${RUN}`,
   partial: `payments.partial.${RUN}`,
+  nothing: `payments.nothing.${RUN}`,
   paid: `order.paid.${RUN}`,
   shipped: `order.shipped.${RUN}`,
 };
@@ -86,6 +87,13 @@ export class PaymentsConsumer {
   stream() {
     const run = executions.hit('stream');
     return of(run, 'two', { three: 3 });
+  }
+
+  @MessagePattern(PATTERNS.nothing)
+  @Idempotent()
+  nothing(): undefined {
+    executions.hit('nothing');
+    return undefined;
   }
 
   @MessagePattern(PATTERNS.partial)
