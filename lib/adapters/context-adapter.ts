@@ -38,6 +38,12 @@ export interface IdempotencyContextAdapter {
     options: ResolvedIdempotencyOptions,
   ): Observable<unknown>;
 
+  /**
+   * Undoes what {@link toException} set on this request's response (headers), when an outer
+   * interceptor retried the request and it is about to be answered otherwise. Optional.
+   */
+  reset?(context: ExecutionContext): void;
+
   /** Turns a transport-neutral error into what this transport throws (HttpException...). */
   toException(
     context: ExecutionContext,

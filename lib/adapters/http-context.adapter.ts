@@ -79,6 +79,8 @@ interface HttpResponseLike {
 export class HttpContextAdapter implements IdempotencyContextAdapter {
   /** Handlers that write the response themselves, cached per handler function. */
   private readonly selfResponding = new WeakMap<object, string | undefined>();
+  /** Headers {@link toException} set, per response: Retry-After, the problem Content-Type. */
+  private readonly setHeaders = new WeakMap<object, string[]>();
 
   constructor(private readonly adapterHost: HttpAdapterHost) {}
 
@@ -131,6 +133,12 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     return { status: response.statusCode, headers, value };
   }
 
+  reset(context: ExecutionContext): void {
+    const response = context.switchToHttp().getResponse<{ removeHeader(name: string): void }>();
+    for (const name of this.setHeaders.get(response) ?? []) response.removeHeader(name);
+    this.setHeaders.delete(response);
+  }
+
   replay(
     context: ExecutionContext,
     snapshot: ResponseSnapshot,
@@ -160,6 +168,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     if (error.retryAfterMs !== undefined) {
       const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
       this.adapterHost.httpAdapter.setHeader(response, 'Retry-After', String(seconds));
+      this.remember(response, 'Retry-After');
     }
     if (!options.problemDetails) {
       return new HttpException(
@@ -184,10 +193,16 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
   }
 
   /** Marks the error response as `application/problem+json`, on the wire as well. */
-  private setProblemContentType(response: unknown): void {
+  private setProblemContentType(response: object): void {
     const adapter = this.adapterHost.httpAdapter;
     adapter.setHeader(response, 'Content-Type', PROBLEM_JSON);
+    this.remember(response, 'Content-Type');
     if (adapter.getType() === 'express') keepProblemContentType(response as ServerResponse);
+  }
+
+  private remember(response: object, header: string): void {
+    const names = this.setHeaders.get(response) ?? [];
+    this.setHeaders.set(response, [...names, header]);
   }
 
   /** `@Res()` without passthrough and `@Next()` handlers send the response themselves. */
@@ -221,7 +236,8 @@ function keepProblemContentType(response: ServerResponse): void {
   const writeHead = response.writeHead;
   response.writeHead = function (this: ServerResponse, ...args: unknown[]) {
     const type = this.getHeader('Content-Type');
-    if (typeof type === 'string' && type.startsWith(JSON_TYPE)) {
+    // Only on an error: an outer retry may answer this response with a success after all.
+    if (this.statusCode >= 400 && typeof type === 'string' && type.startsWith(JSON_TYPE)) {
       this.setHeader('Content-Type', PROBLEM_JSON + type.slice(JSON_TYPE.length));
     }
     return writeHead.apply(this, args as Parameters<ServerResponse['writeHead']>);

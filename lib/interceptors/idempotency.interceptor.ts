@@ -242,6 +242,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       result = await this.waitForOutcome(claim, request, result);
     }
 
+    // An outer retry may have answered this request with an error before: drop its headers.
+    if (result.status === 'completed' || result.status === 'claimed') adapter.reset?.(context);
     switch (result.status) {
       case 'completed':
         this.emit(options, 'replayed', handler, claim.key);

@@ -390,6 +390,33 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
     });
   });
 
+  it('drops the headers of a 409 when an outer retry gets the replay after all', async () => {
+    const retried = await startTestApp(platform, {
+      store: new MemoryIdempotencyStore(),
+      problemDetails: true,
+    });
+    try {
+      const key = newKey();
+      const first = post(retried.url, '/payments/retried', { key });
+      const release = await retried.executions.nextStarted();
+      // The duplicate gets 409 (Retry-After, problem+json) and its outer retry() tries again.
+      const duplicate = post(retried.url, '/payments/retried', { key });
+      await retried.executions.waitFor('conflict', 2);
+      release();
+      const [answer, replay] = await Promise.all([first, duplicate]);
+      expect(answer.status).toBe(201);
+      expect(replay.status).toBe(201);
+      expect(replay.headers.get('idempotent-replayed')).toBe('true');
+      expect(replay.headers.get('retry-after')).toBeNull();
+      expect(replay.headers.get('content-type')).toBe(answer.headers.get('content-type'));
+      expect(replay.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(replay.json()).toEqual({ run: 1 });
+      expect(retried.executions.count('retried')).toBe(1);
+    } finally {
+      await retried.close();
+    }
+  });
+
   it('warns once per handler and kind, not once per response size', async () => {
     const warn = jest.spyOn(Logger.prototype, 'warn');
     try {

@@ -1,6 +1,8 @@
 import {
   Body,
+  CallHandler,
   Controller,
+  ExecutionContext,
   DynamicModule,
   Get,
   Header,
@@ -9,11 +11,13 @@ import {
   Injectable,
   INestApplication,
   Module,
+  NestInterceptor,
   Post,
   Req,
   Res,
   Sse,
   StreamableFile,
+  UseInterceptors,
   ValidationPipe,
 } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
@@ -21,7 +25,7 @@ import { NestExpressApplication } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { IsInt, IsPositive, IsString } from 'class-validator';
 import { Readable } from 'node:stream';
-import { interval, map, Observable, take } from 'rxjs';
+import { interval, map, Observable, retry, take } from 'rxjs';
 import {
   Idempotent,
   IdempotencyEvent,
@@ -108,6 +112,14 @@ export class Executions {
       };
       this.listeners.push(listener);
     });
+  }
+}
+
+/** Subscribes again after an error, as `retry()` does: the request is then answered anew. */
+@Injectable()
+class RetryInterceptor implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(retry({ count: 50, delay: 20 }));
   }
 }
 
@@ -248,6 +260,15 @@ export class PaymentsController {
   raw(@Res() res: { status(code: number): { send(body: string): void } }) {
     this.executions.hit('raw');
     res.status(200).send('raw body');
+  }
+
+  @Post('retried')
+  @Idempotent()
+  @UseInterceptors(RetryInterceptor)
+  async retried() {
+    const n = this.executions.hit('retried');
+    if (n === 1) await this.executions.hold();
+    return { run: n };
   }
 
   @Post('web-stream')
