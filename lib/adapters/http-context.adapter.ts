@@ -11,7 +11,21 @@ import {
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
+import { loadOptional } from '../utils/load-optional';
 import type { IdempotencyContextAdapter } from './context-adapter';
+
+/** Nest's `@SerializeOptions()` metadata key (Nest 10-12). */
+const SERIALIZE_OPTIONS_METADATA = 'class_serializer:options';
+
+/** The parts of class-transformer (an optional peer) used here. */
+interface ClassTransformer {
+  instanceToPlain(value: unknown, options?: object): unknown;
+  storage: {
+    getExcludedMetadatas(target: object): unknown[];
+    getExposedMetadatas(target: object): unknown[];
+  };
+}
+let classTransformer: ClassTransformer | null | undefined;
 
 /** Nest's metadata keys for route arguments, `@Res({ passthrough })` and SSE (Nest 10-12). */
 const ROUTE_ARGS_METADATA = '__routeArguments__';
@@ -122,6 +136,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     const value = values[values.length - 1];
     const reason = this.selfRespondingReason(context) ?? unreplayableReason(value);
     if (reason) return reason;
+    const body = serializedForm(value, context);
     const response = context.switchToHttp().getResponse<HttpResponseLike>();
     const headers: Record<string, string> = {};
     const sent = response.getHeaders();
@@ -130,7 +145,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
       if (header !== undefined)
         headers[name] = Array.isArray(header) ? header.join(', ') : String(header);
     }
-    return { status: response.statusCode, headers, value };
+    return { status: response.statusCode, headers, value: body };
   }
 
   reset(context: ExecutionContext): void {
@@ -242,4 +257,45 @@ function keepProblemContentType(response: ServerResponse): void {
     }
     return writeHead.apply(this, args as Parameters<ServerResponse['writeHead']>);
   } as ServerResponse['writeHead'];
+}
+
+/**
+ * What to store for a handler's value. A class instance whose class uses class-transformer's
+ * `@Exclude()` / `@Expose()` is stored in the plain form `ClassSerializerInterceptor` sends (with
+ * the route's `@SerializeOptions()`), not as its JSON: the JSON holds the fields the serializer
+ * hides (a password hash, say), which the store would keep and a replay would send, since the
+ * serializer cannot hide fields of a plain object. Every other value is stored as it is.
+ */
+function serializedForm(value: unknown, context: ExecutionContext): unknown {
+  const items: unknown[] = Array.isArray(value) ? value : [value];
+  if (!items.some(hasSerializerRules) || !classTransformer) return value;
+  const options =
+    Reflect.getMetadata(SERIALIZE_OPTIONS_METADATA, context.getHandler()) ??
+    Reflect.getMetadata(SERIALIZE_OPTIONS_METADATA, context.getClass());
+  return classTransformer.instanceToPlain(value, options);
+}
+
+/** Whether `value` is an instance of a class with `@Exclude()` or `@Expose()` rules. */
+function hasSerializerRules(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const prototype = Object.getPrototypeOf(value) as object | null;
+  if (prototype === Object.prototype || prototype === null) return false;
+  if (classTransformer === undefined) {
+    const main = loadOptional<{ instanceToPlain: ClassTransformer['instanceToPlain'] }>(
+      'class-transformer',
+    );
+    const storage = loadOptional<{ defaultMetadataStorage: ClassTransformer['storage'] }>(
+      'class-transformer/cjs/storage',
+    );
+    classTransformer =
+      main && storage
+        ? { instanceToPlain: main.instanceToPlain, storage: storage.defaultMetadataStorage }
+        : null;
+  }
+  if (!classTransformer) return false;
+  const target = value.constructor;
+  return (
+    classTransformer.storage.getExcludedMetadatas(target).length > 0 ||
+    classTransformer.storage.getExposedMetadatas(target).length > 0
+  );
 }

@@ -124,6 +124,36 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       expect(t.executions.count('bytes')).toBe(1);
     });
 
+    it.each([
+      ['/payments/account', { id: 1, name: 'alice' }],
+      [
+        '/payments/accounts',
+        [
+          { id: 1, name: 'alice', note: 'internal' },
+          { id: 2, name: 'bob', note: 'internal' },
+        ],
+      ],
+    ])(
+      'stores %s as ClassSerializerInterceptor sends it: hidden fields stay hidden',
+      async (path, expected) => {
+        const key = newKey();
+        const first = await post(t.url, path, { key });
+        const replay = await post(t.url, path, { key });
+        expect(first.json()).toEqual(expected);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(replay.json()).toEqual(expected);
+        if (storeKind === 'redis') {
+          const [recordKey] = t.executions
+            .ofType('completed')
+            .slice(-1)
+            .map((e) => e.key!);
+          const record = await readRecord(redis, recordKey);
+          expect(record?.state === 'c' && record.body.toString()).toContain('alice');
+          expect(record?.state === 'c' && record.body.toString()).not.toContain('hunter2');
+        }
+      },
+    );
+
     it('stores a null response and replays it', async () => {
       const key = newKey();
       const first = await post(t.url, '/payments/nothing', { key });

@@ -1,6 +1,7 @@
 import {
   Body,
   CallHandler,
+  ClassSerializerInterceptor,
   Controller,
   ExecutionContext,
   DynamicModule,
@@ -15,6 +16,7 @@ import {
   Post,
   Req,
   Res,
+  SerializeOptions,
   Sse,
   StreamableFile,
   UseInterceptors,
@@ -23,6 +25,7 @@ import {
 import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { Exclude, Expose } from 'class-transformer';
 import { IsInt, IsPositive, IsString } from 'class-validator';
 import { Readable } from 'node:stream';
 import { interval, map, Observable, retry, take } from 'rxjs';
@@ -121,6 +124,23 @@ class RetryInterceptor implements NestInterceptor {
   intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
     return next.handle().pipe(retry({ count: 50, delay: 20 }));
   }
+}
+
+/** A class with a field class-transformer's serializer hides. */
+export class Account {
+  constructor(
+    readonly id: number,
+    readonly name: string,
+    password: string,
+  ) {
+    this.password = password;
+  }
+
+  @Exclude()
+  password: string;
+
+  @Expose({ groups: ['admin'] })
+  note = 'internal';
 }
 
 export class CreatePaymentDto {
@@ -269,6 +289,23 @@ export class PaymentsController {
     const n = this.executions.hit('retried');
     if (n === 1) await this.executions.hold();
     return { run: n };
+  }
+
+  // ClassSerializerInterceptor outside @Idempotent(), as a global one would be.
+  @Post('account')
+  @Idempotent()
+  @UseInterceptors(ClassSerializerInterceptor)
+  account() {
+    return new Account(this.executions.hit('account'), 'alice', 'hunter2');
+  }
+
+  @Post('accounts')
+  @Idempotent()
+  @UseInterceptors(ClassSerializerInterceptor)
+  @SerializeOptions({ groups: ['admin'] })
+  accounts() {
+    const run = this.executions.hit('accounts');
+    return [new Account(run, 'alice', 'hunter2'), new Account(run + 1, 'bob', 'letmein')];
   }
 
   @Post('web-stream')
