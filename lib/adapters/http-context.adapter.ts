@@ -293,9 +293,17 @@ function hasSerializerRules(value: unknown): boolean {
         : null;
   }
   if (!classTransformer) return false;
-  const target = value.constructor;
-  return (
-    classTransformer.storage.getExcludedMetadatas(target).length > 0 ||
-    classTransformer.storage.getExposedMetadatas(target).length > 0
-  );
+  const target = value.constructor as object;
+  let rules = classRules.get(target);
+  if (rules === undefined) {
+    const { storage } = classTransformer;
+    rules =
+      storage.getExcludedMetadatas(target).length > 0 ||
+      storage.getExposedMetadatas(target).length > 0;
+    classRules.set(target, rules);
+  }
+  return rules;
 }
+
+/** Per class: whether it has `@Exclude()` / `@Expose()` rules (decorators run at class definition). */
+const classRules = new WeakMap<object, boolean>();

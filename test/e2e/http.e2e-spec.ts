@@ -46,6 +46,9 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
     await t.close();
     await deleteKeysUnder(redis, prefix);
   });
+  /** The Redis record of the request that completed last. */
+  const lastCompletedRecord = () =>
+    readRecord(redis, t.executions.ofType('completed').slice(-1)[0].key!);
 
   describe('first request and replay', () => {
     it('runs the handler once and replays status, allowlisted headers and JSON body byte for byte', async () => {
@@ -78,11 +81,7 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       expect(replay.headers.get('x-not-replayed')).toBeNull();
       expect(replay.headers.get('cache-control')).toBe('no-store');
       if (storeKind === 'redis') {
-        const [recordKey] = t.executions
-          .ofType('completed')
-          .slice(-1)
-          .map((e) => e.key!);
-        const record = await readRecord(redis, recordKey);
+        const record = await lastCompletedRecord();
         const meta = record?.state === 'c' ? record.meta : '';
         expect(meta).not.toMatch(/set-cookie|secret|x-not-replayed/i);
         expect(meta).toContain('location');
@@ -126,6 +125,7 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
 
     it.each([
       ['/payments/account', { id: 1, name: 'alice' }],
+      ['/payments/wrapped-account', { account: { id: 1, name: 'alice' } }],
       [
         '/payments/accounts',
         [
@@ -143,11 +143,7 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
         expect(replay.headers.get('idempotent-replayed')).toBe('true');
         expect(replay.json()).toEqual(expected);
         if (storeKind === 'redis') {
-          const [recordKey] = t.executions
-            .ofType('completed')
-            .slice(-1)
-            .map((e) => e.key!);
-          const record = await readRecord(redis, recordKey);
+          const record = await lastCompletedRecord();
           expect(record?.state === 'c' && record.body.toString()).toContain('alice');
           expect(record?.state === 'c' && record.body.toString()).not.toContain('hunter2');
         }

@@ -299,6 +299,14 @@ export class PaymentsController {
     return new Account(this.executions.hit('account'), 'alice', 'hunter2');
   }
 
+  // Bound inside @Idempotent() (listed above it): what is stored is already serialised.
+  @Post('wrapped-account')
+  @UseInterceptors(ClassSerializerInterceptor)
+  @Idempotent()
+  wrappedAccount() {
+    return { account: new Account(this.executions.hit('wrapped-account'), 'alice', 'hunter2') };
+  }
+
   @Post('accounts')
   @Idempotent()
   @UseInterceptors(ClassSerializerInterceptor)
