@@ -268,22 +268,25 @@ function keepProblemContentType(response: ServerResponse): void {
  */
 function serializedForm(value: unknown, context: ExecutionContext): unknown {
   const items: unknown[] = Array.isArray(value) ? value : [value];
-  if (!items.some(hasSerializerRules) || !classTransformer) return value;
+  const transformer = items.some(isClassInstance) ? loadClassTransformer() : null;
+  if (!transformer || !items.some((item) => hasSerializerRules(item, transformer))) return value;
   const options =
     Reflect.getMetadata(SERIALIZE_OPTIONS_METADATA, context.getHandler()) ??
     Reflect.getMetadata(SERIALIZE_OPTIONS_METADATA, context.getClass());
-  return classTransformer.instanceToPlain(value, options);
+  return transformer.instanceToPlain(value, options);
 }
 
-/** Whether `value` is an instance of a class with `@Exclude()` or `@Expose()` rules. */
-function hasSerializerRules(value: unknown): boolean {
+/** An object made by a class (not a plain object literal or JSON.parse result). */
+function isClassInstance(value: unknown): value is object {
   if (value === null || typeof value !== 'object') return false;
   const prototype = Object.getPrototypeOf(value) as object | null;
-  if (prototype === Object.prototype || prototype === null) return false;
+  return prototype !== Object.prototype && prototype !== null;
+}
+
+/** class-transformer, loaded on first need; null when the app does not have it. */
+function loadClassTransformer(): ClassTransformer | null {
   if (classTransformer === undefined) {
-    const main = loadOptional<{ instanceToPlain: ClassTransformer['instanceToPlain'] }>(
-      'class-transformer',
-    );
+    const main = loadOptional<Pick<ClassTransformer, 'instanceToPlain'>>('class-transformer');
     const storage = loadOptional<{ defaultMetadataStorage: ClassTransformer['storage'] }>(
       'class-transformer/cjs/storage',
     );
@@ -292,11 +295,15 @@ function hasSerializerRules(value: unknown): boolean {
         ? { instanceToPlain: main.instanceToPlain, storage: storage.defaultMetadataStorage }
         : null;
   }
-  if (!classTransformer) return false;
+  return classTransformer;
+}
+
+/** Whether `value` is an instance of a class with `@Exclude()` or `@Expose()` rules. */
+function hasSerializerRules(value: unknown, { storage }: ClassTransformer): boolean {
+  if (!isClassInstance(value)) return false;
   const target = value.constructor as object;
   let rules = classRules.get(target);
   if (rules === undefined) {
-    const { storage } = classTransformer;
     rules =
       storage.getExcludedMetadatas(target).length > 0 ||
       storage.getExposedMetadatas(target).length > 0;
