@@ -9,7 +9,10 @@ import {
 
 /** Options of {@link MemoryIdempotencyStore}. */
 export interface MemoryIdempotencyStoreOptions {
-  /** Clock in milliseconds; tests inject a fake one. Default: `Date.now`. */
+  /**
+   * Clock in milliseconds; tests inject a fake one. Default: `performance.now()`, a monotonic
+   * clock, so that a wall-clock step (NTP, a manual change) never frees a running claim early.
+   */
   now?: () => number;
   /** How often expired records are swept, in milliseconds. Default: 60 000. `0` disables it. */
   sweepIntervalMs?: number;
@@ -19,6 +22,14 @@ export interface MemoryIdempotencyStoreOptions {
    * the claim (503). Default: 10 000.
    */
   maxEntries?: number;
+  /**
+   * Most bytes of stored responses kept (bodies, meta, fingerprints and keys, as stored). Over it,
+   * the oldest completed records make room, as with `maxEntries`; a single response larger than
+   * this is kept alone. In-progress records hold no response and are not counted. Default:
+   * 33 554 432 (32 MiB): this store is every app's default, so it must not grow a process by
+   * hundreds of MiB (300 completed 0.9 MB responses would).
+   */
+  maxBytes?: number;
 }
 
 interface MemoryRecord {
@@ -26,6 +37,8 @@ interface MemoryRecord {
   owner: string;
   fingerprint: string;
   response?: StoredResponse;
+  /** Bytes counted against maxBytes (completed records only). */
+  bytes: number;
   expiresAt: number;
 }
 
@@ -38,12 +51,16 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   private readonly now: () => number;
   private readonly sweeper?: NodeJS.Timeout;
   private readonly maxEntries: number;
+  private readonly maxBytes: number;
+  /** Bytes of the completed records held (see maxBytes). */
+  private bytes = 0;
   private readonly watchers = new Map<string, Set<WatchListener>>();
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     super();
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? (() => performance.now());
     this.maxEntries = options.maxEntries ?? 10_000;
+    this.maxBytes = options.maxBytes ?? 32 * 1024 * 1024;
     const interval = options.sweepIntervalMs ?? 60_000;
     if (interval > 0) {
       this.sweeper = setInterval(() => this.sweep(), interval);
@@ -65,6 +82,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
         state: 'pending',
         owner: request.token,
         fingerprint: request.fingerprint,
+        bytes: 0,
         expiresAt: this.now() + request.leaseMs,
       });
       return { status: 'claimed' };
@@ -90,13 +108,20 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     // Copy the body: the caller's buffer may be reused or mutated after the call.
     record.response = { meta: response.meta, body: Buffer.from(response.body) };
     record.expiresAt = this.now() + ttlMs;
+    record.bytes =
+      key.length +
+      record.fingerprint.length +
+      Buffer.byteLength(response.meta) +
+      response.body.length;
+    this.bytes += record.bytes;
+    this.trim(record);
     this.notify(key, { fingerprint: record.fingerprint, response: record.response });
     return true;
   }
 
   async release(key: string, token: string): Promise<boolean> {
     if (!this.owned(key, token)) return false;
-    this.records.delete(key);
+    this.drop(key);
     this.notify(key);
     return true;
   }
@@ -121,6 +146,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   override async close(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
     this.records.clear();
+    this.bytes = 0;
     this.watchers.clear();
   }
 
@@ -133,7 +159,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   private live(key: string): MemoryRecord | undefined {
     const record = this.records.get(key);
     if (record && record.expiresAt <= this.now()) {
-      this.records.delete(key);
+      this.drop(key);
       return undefined;
     }
     return record;
@@ -150,7 +176,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     // Map order is insertion order: the first completed records are the oldest.
     for (const [key, record] of this.records) {
       if (this.records.size < this.maxEntries) return;
-      if (record.state === 'completed') this.records.delete(key);
+      if (record.state === 'completed') this.drop(key);
     }
     if (this.records.size >= this.maxEntries) {
       throw new Error(`MemoryIdempotencyStore is full: ${this.maxEntries} requests in progress`);
@@ -160,7 +186,22 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   private sweep(): void {
     const now = this.now();
     for (const [key, record] of this.records) {
-      if (record.expiresAt <= now) this.records.delete(key);
+      if (record.expiresAt <= now) this.drop(key);
     }
+  }
+
+  /** Drops the oldest completed records but `kept` while the responses exceed maxBytes. */
+  private trim(kept: MemoryRecord): void {
+    if (this.bytes <= this.maxBytes) return;
+    // Map order is insertion order: the first completed records are the oldest.
+    for (const [key, record] of this.records) {
+      if (this.bytes <= this.maxBytes) return;
+      if (record.state === 'completed' && record !== kept) this.drop(key);
+    }
+  }
+
+  private drop(key: string): void {
+    this.bytes -= this.records.get(key)?.bytes ?? 0;
+    this.records.delete(key);
   }
 }
