@@ -14,7 +14,7 @@ let luaDir: string | undefined;
  * Script names carry a version: a client shared by two versions of this package, or a script
  * changed in a later release, never runs the wrong body under a cached SHA.
  */
-const SCRIPT_VERSION = 3;
+const SCRIPT_VERSION = 4;
 
 const SCRIPTS = {
   claim: 'claim-1',
