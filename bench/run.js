@@ -12,6 +12,7 @@ const { join } = require('node:path');
 const { performance } = require('node:perf_hooks');
 const Redis = require('ioredis').default;
 const { renderChart } = require('./chart');
+const { fingerprintCost } = require('./fingerprint');
 
 const env = (name, fallback) => Number(process.env[name] ?? fallback);
 const DURATION = env('BENCH_DURATION', 2);
@@ -610,6 +611,13 @@ async function main() {
     }
   }
 
+  const { fingerprint } = require('../dist/utils/fingerprint');
+  const fingerprints = fingerprintCost(fingerprint);
+  console.log('\nRequest fingerprint CPU time over JSON.parse of the same body (median of 7):');
+  for (const [shape, f] of Object.entries(fingerprints)) {
+    console.log(`  ${shape.padEnd(14)} ${pad(f.bytes, 8)} B  parse ${pad(f.parseMs, 6)} ms  fingerprint ${pad(f.fingerprintMs, 6)} ms  ${f.ratio}x`);
+  }
+
   const wait = {};
   for (const [store, target] of [['Redis', oursRedis], ['memory store', oursMemory]]) {
     wait[store] = waitMissing
@@ -667,6 +675,7 @@ async function main() {
     roundTrips: trips,
     storedBytes: bytes,
     waitMode: wait,
+    fingerprintOverParse: fingerprints,
     targets: targetResults,
   };
   mkdirSync(RESULTS, { recursive: true });

@@ -1,64 +1,174 @@
 import { hash } from 'node:crypto';
 
-/** Text added to the canonical form as is: structure markers and object keys. */
-class Literal {
-  constructor(
-    readonly text: string,
-    /** The object or array this marker closes. */
-    readonly closes?: object,
-  ) {}
+/** An object or array being walked, and where the walk is in it. */
+interface Frame {
+  value: object;
+  /** Sorted keys of an object (holding defined values); null for an array. */
+  keys: string[] | null;
+  next: number;
+  /** Whether it is in the set of objects that cycles are detected by. */
+  tracked: boolean;
 }
+
+/** Every how many levels an object on the path joins the set of objects cycles are found by. */
+const CHECKPOINT_EVERY = 64;
 
 /**
  * A stable hash of a request: its parts (method, URL, pattern...) and a canonical form of its
- * payload. Object keys are sorted, so key order never matters; values carry type tags and lengths,
- * so `"1"` and `1` differ and no two payloads share a form; a property holding undefined is the
- * same as no property, as in JSON; Buffers and typed arrays count as their bytes. Iterative, so a
- * deeply nested hostile body cannot overflow the stack, and cycle-safe. The form is built as one
- * string and hashed once (one-shot SHA-256 is much cheaper than many digest updates).
+ * payload. Object keys are sorted, so key order never matters; every value is self-delimiting
+ * (type tag, then a length or terminator), so `"1"` and `1` differ and no two payloads share a
+ * form; a property holding undefined is the same as no property, as in JSON; Buffers and typed
+ * arrays count as their bytes. Iterative, so a deeply nested hostile body cannot overflow the
+ * stack, and cycle-safe (RPC payloads can be object graphs). One frame per object or array and
+ * none per primitive, so its cost stays within a few times that of parsing the body; the form is
+ * built as one string and hashed once.
  */
 export function fingerprint(parts: string[], payload: unknown): string {
-  const out: string[] = [];
-  for (const part of parts) out.push(`${part.length}:${part}`);
-  const stack: unknown[] = [payload];
-  // Objects being walked: meeting one again is a cycle (RPC payloads can hold them), which would
-  // otherwise loop until the process runs out of memory.
+  let out = '';
+  for (const part of parts) out += `${part.length}:${part}`;
+  const frames: Frame[] = [];
+  // Objects on the path being walked, one every CHECKPOINT_EVERY levels: meeting one again is a
+  // cycle, which would otherwise loop until the process runs out of memory. A cycle repeats the
+  // path, so it reaches such an object again within one turn; adding every level's object (an
+  // identity hash each) tripled the cost of a deeply nested body.
   const open = new Set<object>();
-  while (stack.length > 0) {
-    const value = stack.pop();
-    if (value instanceof Literal) {
-      out.push(value.text);
-      if (value.closes) open.delete(value.closes);
-    } else if (typeof value === 'object' && value !== null && open.has(value)) {
-      out.push('cycle');
-    } else if (value === null || value === undefined) {
-      out.push(value === null ? 'n' : 'u');
+  const enter = (value: object, keys: string[] | null) => {
+    const tracked = frames.length % CHECKPOINT_EVERY === 0;
+    if (tracked) open.add(value);
+    frames.push({ value, keys, next: 0, tracked });
+  };
+  let value = payload;
+  for (;;) {
+    if (typeof value !== 'object' || value === null) {
+      out += primitive(value);
+    } else if (open.has(value)) {
+      out += 'c';
     } else if (Buffer.isBuffer(value) || value instanceof Uint8Array) {
       const bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
-      out.push(`b${value.byteLength}:${bytes.toString('base64')}`);
-    } else if (Array.isArray(value)) {
-      out.push(`a${value.length}[`);
-      open.add(value);
-      stack.push(new Literal(']', value));
-      for (let i = value.length - 1; i >= 0; i--) stack.push(value[i]);
+      out += `b${value.byteLength}:${bytes.toString('base64')}`;
     } else if (value instanceof Date) {
-      out.push(`d${value.toISOString()}`);
-    } else if (typeof value === 'object') {
-      const record = value as Record<string, unknown>;
-      const keys = Object.keys(record)
-        .filter((key) => record[key] !== undefined)
-        .sort();
-      out.push(`o${keys.length}{`);
-      open.add(record);
-      stack.push(new Literal('}', record));
-      for (let i = keys.length - 1; i >= 0; i--) {
-        stack.push(record[keys[i]], new Literal(`${keys[i].length}:${keys[i]}`));
+      out += `d${Number.isNaN(value.getTime()) ? 'invalid' : value.toISOString()};`;
+    } else if (Array.isArray(value)) {
+      if (allJsonPrimitives(value)) {
+        out += `J${JSON.stringify(value)}`;
+      } else {
+        out += '[';
+        enter(value, null);
       }
     } else {
-      const text = String(value);
-      out.push(`${typeof value}${text.length}:${text}`);
+      const record = value as Record<string, unknown>;
+      const keys = Object.keys(record);
+      const sorted = isSorted(keys);
+      if (!sorted) keys.sort();
+      if (isPlain(record) && allJsonValues(record, keys)) {
+        out += `J${JSON.stringify(sorted ? record : inOrder(record, keys))}`;
+      } else {
+        out += '{';
+        enter(record, keys);
+      }
     }
+    // The next value to encode, closing every container that has none left.
+    let found = false;
+    while (!found && frames.length > 0) {
+      const frame = frames[frames.length - 1];
+      if (frame.keys === null) {
+        const array = frame.value as unknown[];
+        if (frame.next < array.length) {
+          value = array[frame.next++];
+          found = true;
+          continue;
+        }
+      } else {
+        const record = frame.value as Record<string, unknown>;
+        while (frame.next < frame.keys.length) {
+          const key = frame.keys[frame.next++];
+          if (record[key] === undefined) continue;
+          out += `${key.length}:${key}`;
+          value = record[key];
+          found = true;
+          break;
+        }
+        if (found) continue;
+      }
+      out += frame.keys === null ? ']' : '}';
+      if (frame.tracked) open.delete(frame.value);
+      frames.pop();
+    }
+    if (!found) break;
   }
   // 132 bits, as for key names (see hash() in key.ts): stored with every record.
-  return hash('sha256', out.join(''), 'base64url').slice(0, 22);
+  return hash('sha256', out, 'base64url').slice(0, 22);
+}
+
+/**
+ * Whether JSON encodes `value` as itself (undefined, as an object's property, as no property):
+ * arrays of these and plain objects holding only these are encoded by JSON.stringify, natively
+ * and many times faster than one value at a time. Which form a container gets depends only on
+ * its content, never on key order, so equal payloads always share a form.
+ */
+function isJsonPrimitive(value: unknown, inObject = false): boolean {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'undefined':
+      return inObject;
+    case 'object':
+      return value === null;
+    default:
+      return false;
+  }
+}
+
+/** Whether every element (holes included, which JSON would turn into null) is a JSON primitive. */
+function allJsonPrimitives(array: unknown[]): boolean {
+  for (let i = 0; i < array.length; i++) if (!isJsonPrimitive(array[i])) return false;
+  return true;
+}
+
+/** A plain object (literal or JSON.parse), whose JSON is its own properties (no toJSON). */
+function isPlain(value: object): boolean {
+  const prototype = Object.getPrototypeOf(value) as object | null;
+  return prototype === Object.prototype || prototype === null;
+}
+
+function allJsonValues(record: Record<string, unknown>, keys: string[]): boolean {
+  for (const key of keys) if (!isJsonPrimitive(record[key], true)) return false;
+  return true;
+}
+
+function isSorted(keys: string[]): boolean {
+  for (let i = 1; i < keys.length; i++) if (keys[i - 1] > keys[i]) return false;
+  return true;
+}
+
+/** A copy of `record` with its properties in the order of `keys`, as JSON.stringify lists them. */
+function inOrder(record: Record<string, unknown>, keys: string[]): Record<string, unknown> {
+  const ordered: Record<string, unknown> = {};
+  for (const key of keys) ordered[key] = record[key];
+  return ordered;
+}
+
+/** A primitive's self-delimiting form: a tag, then a terminator or a length. */
+function primitive(value: unknown): string {
+  switch (typeof value) {
+    case 'string':
+      return `s${value.length}:${value}`;
+    case 'number':
+      return `#${value};`;
+    case 'boolean':
+      return value ? 't' : 'f';
+    case 'undefined':
+      return 'u';
+    case 'bigint':
+      return `i${value};`;
+    case 'object':
+      return 'z';
+    default: {
+      const text = String(value);
+      return `?${typeof value}${text.length}:${text}`;
+    }
+  }
 }

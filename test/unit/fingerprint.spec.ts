@@ -56,3 +56,51 @@ describe('fingerprint on cyclic payloads', () => {
     );
   });
 });
+
+describe('fingerprint forms', () => {
+  const parts = ['POST', '/x'];
+  it.each([
+    [
+      { b: 1, a: 'x' },
+      { a: 'x', b: 1 },
+    ],
+    [{ a: 1, b: undefined }, { a: 1 }],
+    [
+      { 10: 1, 9: 2 },
+      { 9: 2, 10: 1 },
+    ],
+    [{ list: [{ b: 1, a: 2 }] }, { list: [{ a: 2, b: 1 }] }],
+  ])('gives %j and %j one form', (a, b) => {
+    expect(fingerprint(parts, a)).toBe(fingerprint(parts, b));
+  });
+
+  it.each([
+    [Object.assign(new Array(2), { 1: 1 }), [null, 1]],
+    [
+      [undefined, 1],
+      [null, 1],
+    ],
+    [[NaN], [null]],
+    [{ a: Infinity }, { a: null }],
+    [[1, 2], [[1, 2]]],
+    [{ a: [1] }, { a: { 0: 1 } }],
+  ])('tells %j from %j', (a, b) => {
+    expect(fingerprint(parts, a)).not.toBe(fingerprint(parts, b));
+  });
+
+  it('hashes an object by its properties, not its toJSON()', () => {
+    const a = { id: 1, toJSON: () => 'same' };
+    const b = { id: 2, toJSON: () => 'same' };
+    expect(fingerprint(parts, a)).not.toBe(fingerprint(parts, b));
+  });
+
+  it('finds a cycle that starts deep in the payload', () => {
+    let deep: Record<string, unknown> = {};
+    const root = deep;
+    for (let i = 0; i < 200; i++) deep = (deep.next = {}) as Record<string, unknown>;
+    const loop: Record<string, unknown> = { a: { b: {} } };
+    ((loop.a as Record<string, unknown>).b as Record<string, unknown>).c = loop;
+    deep.loop = loop;
+    expect(fingerprint(parts, root)).toMatch(/^[\w-]{22}$/);
+  });
+});
