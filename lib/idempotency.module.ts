@@ -5,8 +5,11 @@ import {
   OnApplicationBootstrap,
   OnApplicationShutdown,
 } from '@nestjs/common';
+import { ModulesContainer } from '@nestjs/core';
 import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
+import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
+import { hoistInterceptor } from './interceptors/outermost';
 import type {
   IdempotencyModuleOptions,
   ResolvedIdempotencyOptions,
@@ -53,8 +56,11 @@ export class IdempotencyModule
     @Inject(IDEMPOTENCY_OPTIONS)
     private readonly options: ResolvedIdempotencyOptions & IdempotencyModuleOptions,
     private readonly store: IdempotencyStore,
+    modules: ModulesContainer,
   ) {
     super();
+    // Before Nest reads the routes' interceptors: @Idempotent() wraps every one of its route's.
+    hoistInterceptor(modules, IdempotencyInterceptor);
   }
 
   async onApplicationBootstrap(): Promise<void> {

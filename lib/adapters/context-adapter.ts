@@ -18,6 +18,12 @@ export interface IdempotencyContextAdapter {
   /** The raw key the request carries (validated by the caller), or undefined when it has none. */
   readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown;
 
+  /**
+   * The request's authenticated principal (HTTP: `request.user`), which records are scoped to by
+   * default, or undefined when it has none. Optional: transports without one leave it out.
+   */
+  principal?(context: ExecutionContext): unknown;
+
   /** A hash of what makes this request this request (method, path, payload...). */
   fingerprint(context: ExecutionContext): string;
 

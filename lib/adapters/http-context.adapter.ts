@@ -11,21 +11,7 @@ import {
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import { loadOptional } from '../utils/load-optional';
 import type { IdempotencyContextAdapter } from './context-adapter';
-
-/** Nest's `@SerializeOptions()` metadata key (Nest 10-12). */
-const SERIALIZE_OPTIONS_METADATA = 'class_serializer:options';
-
-/** The parts of class-transformer (an optional peer) used here. */
-interface ClassTransformer {
-  instanceToPlain(value: unknown, options?: object): unknown;
-  storage: {
-    getExcludedMetadatas(target: object): unknown[];
-    getExposedMetadatas(target: object): unknown[];
-  };
-}
-let classTransformer: ClassTransformer | null | undefined;
 
 /** Nest's metadata keys for route arguments, `@Res({ passthrough })` and SSE (Nest 10-12). */
 const ROUTE_ARGS_METADATA = '__routeArguments__';
@@ -82,6 +68,7 @@ interface HttpRequestLike {
   rawHeaders?: string[];
   raw?: { rawHeaders?: string[] };
   body?: unknown;
+  user?: unknown;
 }
 
 interface HttpResponseLike {
@@ -118,6 +105,10 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     return value;
   }
 
+  principal(context: ExecutionContext): unknown {
+    return context.switchToHttp().getRequest<HttpRequestLike>().user;
+  }
+
   fingerprint(context: ExecutionContext): string {
     const request = context.switchToHttp().getRequest<HttpRequestLike>();
     // Only what a body parser read is part of it: on Express, register one for other types
@@ -136,7 +127,6 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     const value = values[values.length - 1];
     const reason = this.selfRespondingReason(context) ?? unreplayableReason(value);
     if (reason) return reason;
-    const body = serializedForm(value, context);
     const response = context.switchToHttp().getResponse<HttpResponseLike>();
     const headers: Record<string, string> = {};
     const sent = response.getHeaders();
@@ -145,7 +135,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
       if (header !== undefined)
         headers[name] = Array.isArray(header) ? header.join(', ') : String(header);
     }
-    return { status: response.statusCode, headers, value: body };
+    return { status: response.statusCode, headers, value };
   }
 
   reset(context: ExecutionContext): void {
@@ -258,59 +248,3 @@ function keepProblemContentType(response: ServerResponse): void {
     return writeHead.apply(this, args as Parameters<ServerResponse['writeHead']>);
   } as ServerResponse['writeHead'];
 }
-
-/**
- * What to store for a handler's value. A class instance whose class uses class-transformer's
- * `@Exclude()` / `@Expose()` is stored in the plain form `ClassSerializerInterceptor` sends (with
- * the route's `@SerializeOptions()`), not as its JSON: the JSON holds the fields the serializer
- * hides (a password hash, say), which the store would keep and a replay would send, since the
- * serializer cannot hide fields of a plain object. Every other value is stored as it is.
- */
-function serializedForm(value: unknown, context: ExecutionContext): unknown {
-  const items: unknown[] = Array.isArray(value) ? value : [value];
-  const transformer = items.some(isClassInstance) ? loadClassTransformer() : null;
-  if (!transformer || !items.some((item) => hasSerializerRules(item, transformer))) return value;
-  const options =
-    Reflect.getMetadata(SERIALIZE_OPTIONS_METADATA, context.getHandler()) ??
-    Reflect.getMetadata(SERIALIZE_OPTIONS_METADATA, context.getClass());
-  return transformer.instanceToPlain(value, options);
-}
-
-/** An object made by a class (not a plain object literal or JSON.parse result). */
-function isClassInstance(value: unknown): value is object {
-  if (value === null || typeof value !== 'object') return false;
-  const prototype = Object.getPrototypeOf(value) as object | null;
-  return prototype !== Object.prototype && prototype !== null;
-}
-
-/** class-transformer, loaded on first need; null when the app does not have it. */
-function loadClassTransformer(): ClassTransformer | null {
-  if (classTransformer === undefined) {
-    const main = loadOptional<Pick<ClassTransformer, 'instanceToPlain'>>('class-transformer');
-    const storage = loadOptional<{ defaultMetadataStorage: ClassTransformer['storage'] }>(
-      'class-transformer/cjs/storage',
-    );
-    classTransformer =
-      main && storage
-        ? { instanceToPlain: main.instanceToPlain, storage: storage.defaultMetadataStorage }
-        : null;
-  }
-  return classTransformer;
-}
-
-/** Whether `value` is an instance of a class with `@Exclude()` or `@Expose()` rules. */
-function hasSerializerRules(value: unknown, { storage }: ClassTransformer): boolean {
-  if (!isClassInstance(value)) return false;
-  const target = value.constructor as object;
-  let rules = classRules.get(target);
-  if (rules === undefined) {
-    rules =
-      storage.getExcludedMetadatas(target).length > 0 ||
-      storage.getExposedMetadatas(target).length > 0;
-    classRules.set(target, rules);
-  }
-  return rules;
-}
-
-/** Per class: whether it has `@Exclude()` / `@Expose()` rules (decorators run at class definition). */
-const classRules = new WeakMap<object, boolean>();

@@ -6,8 +6,9 @@ import {
   Injectable,
   Logger,
   NestInterceptor,
+  Optional,
 } from '@nestjs/common';
-import { HttpAdapterHost, Reflector } from '@nestjs/core';
+import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { finalize, Observable, tap } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
@@ -41,10 +42,16 @@ import {
 } from '../stores/idempotency.store';
 import { parseIdempotencyKey, recordKey } from '../utils/key';
 import { mergeOptions } from '../utils/options';
+import { principalId } from '../utils/principal';
 import { decodeResponse, encodeResponse, packResponse } from '../utils/response-codec';
+import { GlobalSerializers } from './serializers';
 
 /** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
 const STORE_RETRY_AFTER_MS = 1_000;
+/** The shortest wait a 409 asks for, in ms (HTTP's Retry-After counts whole seconds). */
+const MIN_RETRY_AFTER_MS = 1_000;
+/** Weight of the newest run in a route's mean handler time (an exponential moving average). */
+const RUN_TIME_WEIGHT = 0.2;
 
 /** Requests (their contexts) an idempotency interceptor is handling (see `intercept`). */
 const handling = new WeakSet<ExecutionContext>();
@@ -64,6 +71,8 @@ interface Route {
   id: string;
   /** A subclass of this interceptor is bound to the route as well, and handles its requests. */
   subclassBound: boolean;
+  /** Mean time its handler takes in this process, in ms (moving average); 0 before a first run. */
+  runMs: number;
 }
 
 /** One request's claim, as the interceptor tracks it while the handler runs. */
@@ -72,6 +81,8 @@ interface Claim {
   token: string;
   handler: string;
   options: ResolvedIdempotencyOptions;
+  /** The cached route, when the route has one (a subclass may make others idempotent). */
+  route: Route | null;
 }
 
 /**
@@ -92,6 +103,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly metrics?: IdempotencyMetrics;
   /** Waiters' claims in flight, per key and fingerprint (see {@link recheck}). */
   private readonly rechecks = new Map<string, Promise<ClaimResult>>();
+  private readonly serializers: GlobalSerializers;
 
   constructor(
     protected readonly store: IdempotencyStore,
@@ -99,8 +111,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     protected readonly options: ResolvedIdempotencyOptions & IdempotencyModuleOptions,
     protected readonly reflector: Reflector,
     adapterHost: HttpAdapterHost,
+    @Optional() moduleRef?: ModuleRef,
   ) {
     this.adapters = { http: new HttpContextAdapter(adapterHost) };
+    this.serializers = new GlobalSerializers(moduleRef);
     if (options.metrics !== false) this.metrics = createOpenTelemetryMetrics();
   }
 
@@ -151,18 +165,34 @@ export class IdempotencyInterceptor implements NestInterceptor {
 
   /**
    * What a key is unique within: the handler (class, method, route path, version, message
-   * pattern: two controllers of the same name never share records), plus the tenant from
-   * `scope()` when set.
+   * pattern: two controllers of the same name never share records), plus who the record belongs
+   * to: the tenant `scope()` returns, else the request's authenticated principal (see the option
+   * `scope`). Throws when a principal has no stable identity, rather than sharing its records.
    */
   protected getScope(
     context: ExecutionContext,
-    _handler: string,
+    handler: string,
     options: ResolvedIdempotencyOptions,
   ): string {
-    const tenant = options.scope?.(context);
     // A subclass may make routes idempotent through getRouteOptions() alone: no cached route then.
     const route = this.route(context)?.id ?? routeName(context);
-    return tenant === undefined ? route : `${route}\0${tenant}`;
+    const { scope } = options;
+    if (scope === 'public') return route;
+    if (scope) {
+      const tenant = scope(context);
+      return tenant === undefined ? route : `${route}\0t:${tenant}`;
+    }
+    const principal = principalId(this.getAdapter(context)?.principal?.(context), handler);
+    if (principal !== undefined) return `${route}\0u:${principal}`;
+    if (context.getType() === 'http') {
+      this.warnOnce(
+        handler,
+        "no principal (request.user) and no `scope`: every caller shares this route's records " +
+          "(a caller can replay another's response). Set `scope`, or `scope: 'public'` for a public endpoint",
+        'unscoped',
+      );
+    }
+    return route;
   }
 
   /** The cached facts of an `@Idempotent()` route, or null for any other route. */
@@ -188,6 +218,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
               id: JSON.stringify([name, metadata]),
               subclassBound:
                 this.constructor === IdempotencyInterceptor && bindsSubclass(target, handler),
+              runMs: 0,
             }
           : null;
       perClass.set(handler, route);
@@ -208,15 +239,13 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.emit(options, 'bypassed', handler);
       return next.handle();
     }
+    const key = parseIdempotencyKey(raw, options.maxKeyLength);
     const claim: Claim = {
-      key: recordKey(
-        options.keyPrefix,
-        this.getScope(context, handler, options),
-        parseIdempotencyKey(raw, options.maxKeyLength),
-      ),
+      key: recordKey(options.keyPrefix, this.getScope(context, handler, options), key),
       token: randomUUID(),
       handler,
       options,
+      route: this.route(context),
     };
     const request: ClaimRequest = {
       token: claim.token,
@@ -248,10 +277,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
       case 'completed':
         this.emit(options, 'replayed', handler, claim.key);
         options.onReplay?.(context);
-        return adapter.replay(context, await decodeResponse(result.response), options);
+        return this.serializers.passThrough(
+          adapter.replay(context, await decodeResponse(result.response), options),
+        );
       case 'in_progress':
         this.emit(options, 'conflict', handler, claim.key);
-        throw new IdempotencyInProgressError(result.retryAfterMs);
+        throw new IdempotencyInProgressError(retryAfter(claim.route, result.retryAfterMs));
       case 'mismatch':
         this.emit(options, 'mismatch', handler, claim.key);
         throw new IdempotencyMismatchError();
@@ -370,10 +401,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     claim: Claim,
   ): Observable<unknown> {
     const stopHeartbeat = this.startHeartbeat(claim);
+    const started = performance.now();
     const values: unknown[] = [];
     const outcome = new Promise<unknown[]>((resolve, reject) => {
       const fail = (error: unknown) => {
         stopHeartbeat();
+        timeRun(claim.route, started);
         void this.release(claim, error).then(() => reject(error));
       };
       try {
@@ -382,6 +415,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
           error: fail,
           complete: () => {
             stopHeartbeat();
+            timeRun(claim.route, started);
             void this.complete(context, adapter, claim, values).then(() => resolve(values));
           },
         });
@@ -415,7 +449,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const { options, handler, key } = claim;
     let encoded;
     try {
-      const snapshot = adapter.capture(context, values, options);
+      const sent = await this.serializers.apply(context, values);
+      const snapshot = adapter.capture(context, sent, options);
       if (typeof snapshot === 'string') {
         return this.notReplayable(claim, snapshot, `the response is ${snapshot}`);
       }
@@ -557,6 +592,21 @@ export class IdempotencyInterceptor implements NestInterceptor {
     this.warned.add(id);
     this.logger.warn(`${handler}: ${message}`);
   }
+}
+
+/**
+ * How long a duplicate is told to wait (Retry-After, RPC `retryAfterMs`): the route's mean handler
+ * time in this process, at least 1 s, and never past the lease the holder has left.
+ */
+function retryAfter(route: Route | null, leaseLeftMs: number): number {
+  return Math.min(leaseLeftMs, Math.max(MIN_RETRY_AFTER_MS, Math.ceil(route?.runMs ?? 0)));
+}
+
+/** Adds one run of the handler to its route's mean handler time. */
+function timeRun(route: Route | null, started: number): void {
+  if (!route) return;
+  const ms = performance.now() - started;
+  route.runMs = route.runMs === 0 ? ms : route.runMs + (ms - route.runMs) * RUN_TIME_WEIGHT;
 }
 
 /** What `woken` resolves with, or undefined after `ms`, whichever is first. */

@@ -36,10 +36,19 @@ export interface IdempotencyOptions {
    */
   key?: (context: ExecutionContext) => string | undefined;
   /**
-   * Adds a tenant or principal to the record's scope, so that two tenants using the same key never
-   * see each other's responses. Records are always scoped per handler (controller + method).
+   * Who a record belongs to, beside its route. By default an HTTP request with an authenticated
+   * principal (`request.user`, set by Passport or your guard) is scoped to it: the first of
+   * `id`, `sub`, `userId`, `_id` that is a string or number (never a token or `iat`/`exp`, so a
+   * retry after a token refresh still replays). A principal with none of them fails the request
+   * (500, logged) rather than sharing its records. A request with no principal shares records
+   * with every other caller of the route, and the route logs one warning.
+   *
+   * A function replaces that default: it returns the caller's tenant or account id (records with
+   * another value are never seen), or `undefined` for none. `'public'` opts a route out
+   * explicitly, for genuinely public endpoints: records are shared by every caller, no warning.
+   * Microservice handlers have no principal: use a function to scope them.
    */
-  scope?: (context: ExecutionContext) => string | undefined;
+  scope?: ((context: ExecutionContext) => string | undefined) | 'public';
   /**
    * Called when a request is answered from the store without running the handler (a replay, or
    * a duplicate event skipped). Acknowledge manual-ack broker messages here (RabbitMQ with

@@ -40,7 +40,7 @@ const COUNTS = [
 const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const FLAGS = ['required', 'fingerprint', 'failOpen'] as const;
-const FUNCTIONS = ['key', 'scope', 'onReplay'] as const;
+const FUNCTIONS = ['key', 'onReplay'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /**
@@ -72,6 +72,10 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
     if (options[name] !== undefined && typeof options[name] !== 'function') {
       fail(`${name} must be a function, got ${typeof options[name]}`);
     }
+  }
+  const { scope } = options;
+  if (scope !== undefined && typeof scope !== 'function' && scope !== 'public') {
+    fail(`scope must be a function or 'public', got ${JSON.stringify(scope) ?? typeof scope}`);
   }
   if (options.lockTtl !== undefined && options.lockTtl < 3) {
     fail('lockTtl must be at least 3 ms (the lease is renewed every third of it)');

@@ -1,0 +1,57 @@
+import { MetadataScanner, type ModulesContainer } from '@nestjs/core';
+
+/** Nest's metadata key of `@UseInterceptors()` bindings (Nest 10-12). */
+const INTERCEPTORS_METADATA = '__interceptors__';
+
+/**
+ * Makes `interceptor` (bound by `@Idempotent()`) the outermost of the controller- and method-level
+ * interceptors of every route it is bound to, whatever the decorator order: a replay must run
+ * none of them (they would set their headers, cookies or status again), and what they add to a
+ * first response is part of what is stored. Global interceptors stay outside, as Nest runs them.
+ *
+ * Nest runs a route's interceptors as global, then the controller's (`__interceptors__` on the
+ * class), then the method's, each in the order the decorators appended them. So:
+ * - a controller with interceptors of its own (or `@Idempotent()` on the class): the interceptor
+ *   goes first on the class, and off its methods. Its other routes then pass through it too; they
+ *   already pay Nest's interceptor pipeline, and it steps aside on them at once;
+ * - otherwise it goes first on each method that binds it.
+ *
+ * It rewrites metadata, so it must run before Nest reads it: during instance loading (the
+ * module's constructor), which comes before routes and message handlers are registered.
+ */
+export function hoistInterceptor(modules: ModulesContainer, interceptor: object): void {
+  const scanner = new MetadataScanner();
+  const isIt = (bound: unknown) => bound === interceptor;
+  for (const module of modules.values()) {
+    for (const { metatype } of module.controllers.values()) {
+      if (typeof metatype !== 'function') continue;
+      const prototype = metatype.prototype as Record<string, unknown>;
+      const handlers = scanner
+        .getAllMethodNames(prototype)
+        .map((name) => prototype[name])
+        .filter((handler): handler is object => typeof handler === 'function');
+      const onClass = bindings(metatype);
+      const onMethods = handlers.filter((handler) => bindings(handler).some(isIt));
+      if (onClass.some(isIt) || (onClass.length > 0 && onMethods.length > 0)) {
+        Reflect.defineMetadata(
+          INTERCEPTORS_METADATA,
+          [interceptor, ...onClass.filter((bound) => !isIt(bound))],
+          metatype,
+        );
+        for (const handler of onMethods) {
+          const rest = bindings(handler).filter((bound) => !isIt(bound));
+          Reflect.defineMetadata(INTERCEPTORS_METADATA, rest, handler);
+        }
+      } else {
+        for (const handler of onMethods) {
+          const rest = bindings(handler).filter((bound) => !isIt(bound));
+          Reflect.defineMetadata(INTERCEPTORS_METADATA, [interceptor, ...rest], handler);
+        }
+      }
+    }
+  }
+}
+
+function bindings(target: object): unknown[] {
+  return (Reflect.getMetadata(INTERCEPTORS_METADATA, target) as unknown[] | undefined) ?? [];
+}

@@ -1,0 +1,58 @@
+/**
+ * Properties of an authenticated principal (`request.user`) that identify it, in the order they
+ * are tried. Stable ones only: a token, `iat` or `exp` changes on every refresh, and a retry after
+ * a refresh must still find its record.
+ */
+export const PRINCIPAL_ID_FIELDS = ['id', 'sub', 'userId', '_id'] as const;
+
+/**
+ * Thrown when a request carries a principal that none of {@link PRINCIPAL_ID_FIELDS} identifies:
+ * scoping it globally instead would let its records be replayed to other callers. A server
+ * misconfiguration (Nest answers 500 and logs it), never a client error.
+ */
+export class IdempotencyScopeError extends Error {
+  constructor(handler: string) {
+    super(
+      `${handler}: request.user has none of ${PRINCIPAL_ID_FIELDS.join(', ')} (string or number), ` +
+        `so its idempotency records cannot be scoped to it. Set the \`scope\` option (a function ` +
+        `returning the caller's stable id, or 'public' for records shared by every caller).`,
+    );
+    this.name = 'IdempotencyScopeError';
+  }
+}
+
+/**
+ * The stable identity of a principal, or undefined when there is none (`user` null or undefined).
+ * Throws {@link IdempotencyScopeError} for a principal without one.
+ */
+export function principalId(user: unknown, handler: string): string | undefined {
+  if (user === undefined || user === null) return undefined;
+  if (typeof user !== 'object') {
+    const id = identity(user);
+    if (id !== undefined) return id;
+  } else {
+    for (const field of PRINCIPAL_ID_FIELDS) {
+      const value = identity((user as Record<string, unknown>)[field]);
+      if (value !== undefined) return value;
+    }
+  }
+  throw new IdempotencyScopeError(handler);
+}
+
+/** A non-empty string, a finite number, a bigint, or an object with its own string form (ObjectId). */
+function identity(value: unknown): string | undefined {
+  if (typeof value === 'string') return value === '' ? undefined : value;
+  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : undefined;
+  if (typeof value === 'bigint') return String(value);
+  if (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    typeof value.toString === 'function' &&
+    value.toString !== Object.prototype.toString
+  ) {
+    const text = String(value);
+    return text === '' ? undefined : text;
+  }
+  return undefined;
+}

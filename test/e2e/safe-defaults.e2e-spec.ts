@@ -1,0 +1,374 @@
+import {
+  CallHandler,
+  CanActivate,
+  ClassSerializerInterceptor,
+  Controller,
+  ExecutionContext,
+  Injectable,
+  INestApplication,
+  Logger,
+  Module,
+  NestInterceptor,
+  Post,
+  SerializeOptions,
+  UseGuards,
+  UseInterceptors,
+} from '@nestjs/common';
+import { NestFactory, Reflector } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { Exclude, Expose, Transform } from 'class-transformer';
+import Redis from 'ioredis';
+import { randomUUID } from 'node:crypto';
+import { Observable, tap } from 'rxjs';
+import {
+  Idempotent,
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+  MemoryIdempotencyStore,
+} from '../../lib';
+import {
+  deleteKeysUnder,
+  inspectionClient,
+  keysUnder,
+  testRedisUrl,
+  uniquePrefix,
+} from '../support/redis';
+import { deferred, PLATFORMS, Platform, post } from '../support/test-app';
+
+/** Counts handler runs and interceptor runs per name. */
+const runs = new Map<string, number>();
+const hit = (name: string) => {
+  const n = (runs.get(name) ?? 0) + 1;
+  runs.set(name, n);
+  return n;
+};
+
+/** Sets `request.user` from the `x-user` header (JSON), as an auth guard would. */
+@Injectable()
+class UserFromHeader implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context
+      .switchToHttp()
+      .getRequest<{ headers: Record<string, string>; user?: unknown }>();
+    if (request.headers['x-user']) request.user = JSON.parse(request.headers['x-user']);
+    return true;
+  }
+}
+
+/** Sets a header and counts its runs: a replay must run none of the route's interceptors. */
+@Injectable()
+class Stamp implements NestInterceptor {
+  intercept(context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    const handler = context.getHandler().name;
+    const n = hit(`stamp:${handler}`);
+    const response = context
+      .switchToHttp()
+      .getResponse<{ header?: unknown; setHeader?: unknown }>();
+    const set = (name: string, value: string) =>
+      typeof response.header === 'function'
+        ? (response.header as (n: string, v: string) => void)(name, value)
+        : (response.setHeader as (n: string, v: string) => void)(name, value);
+    set('x-stamp', String(n));
+    return next.handle().pipe(tap(() => undefined));
+  }
+}
+
+class Card {
+  @Expose() id: number;
+  @Transform(({ value }: { value: string }) => `**** ${value.slice(-4)}`)
+  number: string;
+  @Exclude() cvc: string;
+  _internal = 'secret-internal';
+  constructor(id: number) {
+    this.id = id;
+    this.number = '4111111111111111';
+    this.cvc = 'secret-cvc-987';
+  }
+}
+
+class CardView {
+  id!: number;
+  @Exclude() cvc!: string;
+}
+
+@Controller('orders')
+@UseGuards(UserFromHeader)
+class OrdersController {
+  @Post()
+  @Idempotent()
+  create() {
+    return { run: hit('orders') };
+  }
+
+  @Post('public')
+  @Idempotent({ scope: 'public' })
+  shared() {
+    return { run: hit('public') };
+  }
+
+  @Post('tenant')
+  @Idempotent({ scope: (context) => context.switchToHttp().getRequest().headers['x-tenant'] })
+  tenant() {
+    return { run: hit('tenant') };
+  }
+
+  @Post('card')
+  @Idempotent()
+  card() {
+    hit('card');
+    return new Card(1);
+  }
+
+  @Post('cards')
+  @Idempotent()
+  cards() {
+    hit('cards');
+    return { items: [new Card(1), new Card(2)], total: 2 };
+  }
+
+  @Post('view')
+  @Idempotent()
+  @SerializeOptions({ type: CardView })
+  view() {
+    hit('view');
+    return { id: 7, cvc: 'secret-plain-cvc' };
+  }
+
+  @Post('slow')
+  @Idempotent()
+  async slow() {
+    const n = hit('slow');
+    const gate = gates.shift();
+    gate?.started();
+    await gate?.promise;
+    return { run: n };
+  }
+
+  // Idempotent() above and below another method-level interceptor.
+  @Post('below')
+  @UseInterceptors(Stamp)
+  @Idempotent()
+  below() {
+    return { run: hit('below') };
+  }
+
+  @Post('above')
+  @Idempotent()
+  @UseInterceptors(Stamp)
+  above() {
+    return { run: hit('above') };
+  }
+}
+
+@Controller('stamped')
+@UseInterceptors(Stamp)
+class StampedController {
+  @Post()
+  @Idempotent({ scope: 'public' })
+  stamped() {
+    return { run: hit('stamped') };
+  }
+}
+
+/** Gates the slow handler waits on, one per run. */
+const gates: { promise: Promise<void>; started: () => void }[] = [];
+
+async function start(
+  platform: Platform,
+  options: IdempotencyModuleOptions,
+): Promise<{ app: INestApplication; url: string }> {
+  @Module({
+    imports: [IdempotencyModule.forRoot({ compression: false, ...options })],
+    controllers: [OrdersController, StampedController],
+  })
+  class AppModule {}
+  const app =
+    platform === 'fastify'
+      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
+      : await NestFactory.create(AppModule, { logger: false });
+  app.useGlobalInterceptors(
+    new ClassSerializerInterceptor(app.get(Reflector), { excludePrefixes: ['_'] }),
+  );
+  await app.listen(0, '127.0.0.1');
+  return { app, url: (await app.getUrl()).replace('[::1]', '127.0.0.1') };
+}
+
+const alice = { 'x-user': JSON.stringify({ id: 'alice', token: 't1', iat: 1 }) };
+const bob = { 'x-user': JSON.stringify({ id: 'bob', token: 't2', iat: 1 }) };
+const newKey = () => randomUUID();
+
+describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
+  describe.each(['redis', 'memory'] as const)('with the %s store', (storeName) => {
+    const prefix = uniquePrefix(`safe-${platform}-${storeName}`);
+    let redis: Redis;
+    let url: string;
+    let app: INestApplication;
+
+    beforeAll(async () => {
+      redis = inspectionClient();
+      ({ app, url } = await start(
+        platform,
+        storeName === 'redis'
+          ? { redis: testRedisUrl(), keyPrefix: prefix }
+          : { store: new MemoryIdempotencyStore() },
+      ));
+    });
+    afterAll(async () => {
+      await app.close();
+      await deleteKeysUnder(redis, prefix);
+      redis.disconnect();
+    });
+
+    describe('records are scoped to the caller', () => {
+      it("never replays one principal's response to another using the same key and body", async () => {
+        const key = newKey();
+        const a = await post(url, '/orders', { key, body: { amount: 1 }, headers: alice });
+        const b = await post(url, '/orders', { key, body: { amount: 1 }, headers: bob });
+        expect(a.status).toBe(201);
+        expect(b.status).toBe(201);
+        expect(b.headers.get('idempotent-replayed')).toBeNull();
+        expect(b.json()).not.toEqual(a.json());
+        // Each replays its own, also after a token refresh (token and iat are not the identity).
+        const refreshed = { 'x-user': JSON.stringify({ id: 'alice', token: 't9', iat: 2 }) };
+        const again = await post(url, '/orders', { key, body: { amount: 1 }, headers: refreshed });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(again.json()).toEqual(a.json());
+      });
+
+      it('scopes by sub when the principal has no id (JWT payloads)', async () => {
+        const key = newKey();
+        const one = { 'x-user': JSON.stringify({ sub: 'u-1', exp: 1 }) };
+        const two = { 'x-user': JSON.stringify({ sub: 'u-2', exp: 1 }) };
+        const a = await post(url, '/orders', { key, body: {}, headers: one });
+        const b = await post(url, '/orders', { key, body: {}, headers: two });
+        expect(b.headers.get('idempotent-replayed')).toBeNull();
+        expect(b.json()).not.toEqual(a.json());
+      });
+
+      it("never lets one principal's claim make another's request fail with 422", async () => {
+        const key = newKey();
+        await post(url, '/orders', { key, body: { amount: 1 }, headers: alice });
+        const b = await post(url, '/orders', { key, body: { amount: 2 }, headers: bob });
+        expect(b.status).toBe(201);
+      });
+
+      it('fails closed (500, nothing run or stored) for a principal without a stable id', async () => {
+        const before = runs.get('orders') ?? 0;
+        const stored = storeName === 'redis' ? (await keysUnder(redis, prefix)).length : 0;
+        const anonymous = { 'x-user': JSON.stringify({ token: 'only-a-token' }) };
+        const response = await post(url, '/orders', {
+          key: newKey(),
+          body: {},
+          headers: anonymous,
+        });
+        expect(response.status).toBe(500);
+        expect(runs.get('orders') ?? 0).toBe(before);
+        if (storeName === 'redis') expect(await keysUnder(redis, prefix)).toHaveLength(stored);
+      });
+
+      it("shares records with scope: 'public', and a scope function wins over the principal", async () => {
+        const key = newKey();
+        const a = await post(url, '/orders/public', { key, body: {}, headers: alice });
+        const b = await post(url, '/orders/public', { key, body: {}, headers: bob });
+        expect(b.headers.get('idempotent-replayed')).toBe('true');
+        expect(b.json()).toEqual(a.json());
+        const tenantKey = newKey();
+        const t1 = await post(url, '/orders/tenant', {
+          key: tenantKey,
+          headers: { ...alice, 'x-tenant': 'acme' },
+        });
+        const t2 = await post(url, '/orders/tenant', {
+          key: tenantKey,
+          headers: { ...bob, 'x-tenant': 'acme' },
+        });
+        expect(t2.headers.get('idempotent-replayed')).toBe('true');
+        expect(t2.json()).toEqual(t1.json());
+      });
+
+      it('warns once for a route with no principal and no scope', async () => {
+        const warn = jest.spyOn(Logger.prototype, 'warn');
+        try {
+          await post(url, '/orders', { key: newKey(), body: {} });
+          await post(url, '/orders', { key: newKey(), body: {} });
+          const unscoped = warn.mock.calls.filter(([message]) =>
+            String(message).includes('no principal'),
+          );
+          expect(unscoped).toHaveLength(1);
+        } finally {
+          warn.mockRestore();
+        }
+      });
+    });
+
+    describe('stores exactly what the global serializer sends', () => {
+      it.each([
+        ['/orders/card', { id: 1, number: '**** 1111' }],
+        [
+          '/orders/cards',
+          {
+            items: [
+              { id: 1, number: '**** 1111' },
+              { id: 2, number: '**** 1111' },
+            ],
+            total: 2,
+          },
+        ],
+        ['/orders/view', { id: 7 }],
+      ])('%s: no secret in the store, replay byte for byte', async (path, expected) => {
+        const key = newKey();
+        const first = await post(url, path, { key, headers: alice });
+        expect(first.status).toBe(201);
+        expect(first.json()).toEqual(expected);
+        const replay = await post(url, path, { key, headers: alice });
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(replay.bytes.equals(first.bytes)).toBe(true);
+        if (storeName === 'redis') {
+          for (const stored of await keysUnder(redis, prefix)) {
+            const raw = (await redis.getBuffer(stored))!.toString('latin1');
+            expect(raw).not.toMatch(/secret|4111111111111111/);
+          }
+        }
+      });
+    });
+
+    describe('@Idempotent() is the outermost interceptor of its route', () => {
+      it.each([
+        ['/orders/below', 'below'],
+        ['/orders/above', 'above'],
+        ['/stamped', 'stamped'],
+      ])('%s: a replay runs none of the route interceptors', async (path, handler) => {
+        const key = newKey();
+        const first = await post(url, path, { key, headers: alice });
+        const stamps = runs.get(`stamp:${handler}`);
+        const replay = await post(url, path, { key, headers: alice });
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(runs.get(`stamp:${handler}`)).toBe(stamps);
+        expect(replay.headers.get('x-stamp')).toBeNull();
+        expect(first.headers.get('x-stamp')).toBe(String(stamps));
+      });
+    });
+
+    describe('Retry-After on 409', () => {
+      it('follows how long the handler takes, not the 30 s lease', async () => {
+        // One timed run of about 2.2 s.
+        const timed = deferred();
+        gates.push({ promise: timed.promise, started: () => undefined });
+        const timer = setTimeout(() => timed.resolve(), 2_200);
+        await post(url, '/orders/slow', { key: newKey(), headers: alice });
+        clearTimeout(timer);
+        // A duplicate of the next run is told to come back in ~3 s, not 30.
+        const held = deferred();
+        const started = deferred();
+        gates.push({ promise: held.promise, started: () => started.resolve() });
+        const key = newKey();
+        const first = post(url, '/orders/slow', { key, headers: alice });
+        await started.promise;
+        const duplicate = await post(url, '/orders/slow', { key, headers: alice });
+        expect(duplicate.status).toBe(409);
+        expect(Number(duplicate.headers.get('retry-after'))).toBe(3);
+        held.resolve();
+        expect((await first).status).toBe(201);
+      });
+    });
+  });
+});
