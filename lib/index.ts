@@ -16,3 +16,5 @@ export {
   type IdempotencyProblemDetails,
 } from './adapters/http-context.adapter';
 export type { IdempotencyMetrics, IdempotencyStoreOperation } from './observability/metrics';
+export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS } from './utils/principal';
+export { IdempotencySerializerError } from './interceptors/serializers';

@@ -240,6 +240,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return next.handle();
     }
     const key = parseIdempotencyKey(raw, options.maxKeyLength);
+    this.serializers.check(context); // before anything runs or is stored
     const claim: Claim = {
       key: recordKey(options.keyPrefix, this.getScope(context, handler, options), key),
       token: randomUUID(),
@@ -278,6 +279,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.emit(options, 'replayed', handler, claim.key);
         options.onReplay?.(context);
         return this.serializers.passThrough(
+          context,
           adapter.replay(context, await decodeResponse(result.response), options),
         );
       case 'in_progress':

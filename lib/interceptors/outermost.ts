@@ -12,8 +12,10 @@ const INTERCEPTORS_METADATA = '__interceptors__';
  * Nest runs a route's interceptors as global, then the controller's (`__interceptors__` on the
  * class), then the method's, each in the order the decorators appended them. So:
  * - a controller with interceptors of its own (or `@Idempotent()` on the class): the interceptor
- *   goes first on the class, and off its methods. Its other routes then pass through it too; they
- *   already pay Nest's interceptor pipeline, and it steps aside on them at once;
+ *   goes first on the class. Its other routes then pass through it too; they already pay Nest's
+ *   interceptor pipeline, and it steps aside on them at once. Its methods keep their binding
+ *   (a method may be inherited by another controller, which needs it): on this controller the
+ *   inner one sees the request already handled and steps aside;
  * - otherwise it goes first on each method that binds it.
  *
  * It rewrites metadata, so it must run before Nest reads it: during instance loading (the
@@ -38,10 +40,6 @@ export function hoistInterceptor(modules: ModulesContainer, interceptor: object)
           [interceptor, ...onClass.filter((bound) => !isIt(bound))],
           metatype,
         );
-        for (const handler of onMethods) {
-          const rest = bindings(handler).filter((bound) => !isIt(bound));
-          Reflect.defineMetadata(INTERCEPTORS_METADATA, rest, handler);
-        }
       } else {
         for (const handler of onMethods) {
           const rest = bindings(handler).filter((bound) => !isIt(bound));

@@ -1,5 +1,5 @@
 import { ClassSerializerInterceptor, ExecutionContext } from '@nestjs/common';
-import type { ModuleRef } from '@nestjs/core';
+import { ContextIdFactory, type ModuleRef } from '@nestjs/core';
 import { lastValueFrom, Observable, of, tap } from 'rxjs';
 
 /** What a replay emits: stored already serialized, so the global serializers let it through. */
@@ -7,9 +7,34 @@ const replayed = new WeakSet<object>();
 /** Serializers whose `serialize` lets replayed values through (see {@link passReplays}). */
 const patched = new WeakSet<ClassSerializerInterceptor>();
 
+/** Nest's (internal) wrapper of a request-scoped provider, as far as this reads it. */
+interface ScopedWrapper {
+  metatype?: unknown;
+  getInstanceByContextId(
+    contextId: unknown,
+  ): { instance?: unknown; isResolved?: boolean } | undefined;
+}
+
 /** The part of Nest's (internal) container this reads: the application config. */
 interface ContainerHost {
-  container?: { applicationConfig?: { getGlobalInterceptors(): unknown[] } };
+  container?: {
+    applicationConfig?: {
+      getGlobalInterceptors(): unknown[];
+      getGlobalRequestInterceptors?(): ScopedWrapper[];
+    };
+  };
+}
+
+/** Thrown when a global serializer cannot be found for a request: storing would leak. */
+export class IdempotencySerializerError extends Error {
+  constructor() {
+    super(
+      'A request-scoped global ClassSerializerInterceptor (APP_INTERCEPTOR with scope REQUEST or ' +
+        'TRANSIENT) is only supported on HTTP routes. Register it singleton-scoped, or bind it ' +
+        'to the controller with @UseInterceptors().',
+    );
+    this.name = 'IdempotencySerializerError';
+  }
 }
 
 /**
@@ -30,7 +55,7 @@ export class GlobalSerializers {
 
   /** `values` as the global serializers would send them. */
   async apply(context: ExecutionContext, values: unknown[]): Promise<unknown[]> {
-    const serializers = this.find();
+    const serializers = this.find(context);
     if (serializers.length === 0) return values;
     const sent: unknown[] = [];
     for (let value of values) {
@@ -45,8 +70,8 @@ export class GlobalSerializers {
   }
 
   /** A replay's values, which the global serializers then send as they are. */
-  passThrough(replay: Observable<unknown>): Observable<unknown> {
-    const serializers = this.find();
+  passThrough(context: ExecutionContext, replay: Observable<unknown>): Observable<unknown> {
+    const serializers = this.find(context);
     if (serializers.length === 0) return replay;
     serializers.forEach(passReplays);
     return replay.pipe(
@@ -54,11 +79,41 @@ export class GlobalSerializers {
     );
   }
 
-  private find(): ClassSerializerInterceptor[] {
+  /**
+   * Throws {@link IdempotencySerializerError} when a global serializer has no instance for this
+   * request (a request-scoped one on RPC): called before the claim, so nothing is run or stored.
+   */
+  check(context: ExecutionContext): void {
+    this.find(context);
+  }
+
+  /** This request's global serializers: singletons, then request-scoped ones, as Nest runs them. */
+  private find(context: ExecutionContext): ClassSerializerInterceptor[] {
     // Nest keeps global interceptors in its application config, which it does not inject.
     const config = (this.moduleRef as ContainerHost | undefined)?.container?.applicationConfig;
     const globals = config?.getGlobalInterceptors() ?? [];
-    return globals.filter((interceptor) => interceptor instanceof ClassSerializerInterceptor);
+    const found = globals.filter(
+      (interceptor) => interceptor instanceof ClassSerializerInterceptor,
+    );
+    for (const wrapper of config?.getGlobalRequestInterceptors?.() ?? []) {
+      const metatype = wrapper.metatype;
+      if (typeof metatype !== 'function') continue;
+      if (
+        metatype !== ClassSerializerInterceptor &&
+        !(metatype.prototype instanceof ClassSerializerInterceptor)
+      )
+        continue;
+      // Nest's router attached this request's context id to the request object.
+      const request =
+        context.getType() === 'http' ? context.switchToHttp().getRequest<object>() : undefined;
+      const host =
+        request && wrapper.getInstanceByContextId(ContextIdFactory.getByRequest(request));
+      if (!host?.isResolved || !(host.instance instanceof ClassSerializerInterceptor)) {
+        throw new IdempotencySerializerError();
+      }
+      found.push(host.instance);
+    }
+    return found;
   }
 }
 

@@ -23,27 +23,32 @@ export class IdempotencyScopeError extends Error {
 
 /**
  * The stable identity of a principal, or undefined when there is none (`user` null or undefined).
+ * It names the field it came from and the value's type (`id=s:42`, `sub=n:42`), so principals of
+ * two kinds (a user's `id`, a service's `sub`) or two types never share records by accident.
  * Throws {@link IdempotencyScopeError} for a principal without one.
  */
 export function principalId(user: unknown, handler: string): string | undefined {
   if (user === undefined || user === null) return undefined;
   if (typeof user !== 'object') {
     const id = identity(user);
-    if (id !== undefined) return id;
+    if (id !== undefined) return `=${id}`;
   } else {
     for (const field of PRINCIPAL_ID_FIELDS) {
       const value = identity((user as Record<string, unknown>)[field]);
-      if (value !== undefined) return value;
+      if (value !== undefined) return `${field}=${value}`;
     }
   }
   throw new IdempotencyScopeError(handler);
 }
 
-/** A non-empty string, a finite number, a bigint, or an object with its own string form (ObjectId). */
+/**
+ * A non-empty string, a finite number, a bigint, or an object with its own string form (ObjectId),
+ * tagged with its type.
+ */
 function identity(value: unknown): string | undefined {
-  if (typeof value === 'string') return value === '' ? undefined : value;
-  if (typeof value === 'number') return Number.isFinite(value) ? String(value) : undefined;
-  if (typeof value === 'bigint') return String(value);
+  if (typeof value === 'string') return value === '' ? undefined : `s:${value}`;
+  if (typeof value === 'number') return Number.isFinite(value) ? `n:${value}` : undefined;
+  if (typeof value === 'bigint') return `i:${value}`;
   if (
     typeof value === 'object' &&
     value !== null &&
@@ -52,7 +57,7 @@ function identity(value: unknown): string | undefined {
     value.toString !== Object.prototype.toString
   ) {
     const text = String(value);
-    return text === '' ? undefined : text;
+    return text === '' ? undefined : `o:${text}`;
   }
   return undefined;
 }

@@ -10,11 +10,12 @@ import {
   Module,
   NestInterceptor,
   Post,
+  Scope,
   SerializeOptions,
   UseGuards,
   UseInterceptors,
 } from '@nestjs/common';
-import { NestFactory, Reflector } from '@nestjs/core';
+import { APP_INTERCEPTOR, NestFactory, Reflector } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Exclude, Expose, Transform } from 'class-transformer';
 import Redis from 'ioredis';
@@ -170,6 +171,22 @@ class StampedController {
   }
 }
 
+/** One idempotent handler, inherited by a controller with interceptors of its own and one without. */
+class PaymentsBase {
+  @Post()
+  @Idempotent({ scope: 'public' })
+  pay() {
+    return { run: hit(`pay:${this.constructor.name}`) };
+  }
+}
+
+@Controller('inherited-stamped')
+@UseInterceptors(Stamp)
+class StampedPayments extends PaymentsBase {}
+
+@Controller('inherited-plain')
+class PlainPayments extends PaymentsBase {}
+
 /** Gates the slow handler waits on, one per run. */
 const gates: { promise: Promise<void>; started: () => void }[] = [];
 
@@ -179,7 +196,7 @@ async function start(
 ): Promise<{ app: INestApplication; url: string }> {
   @Module({
     imports: [IdempotencyModule.forRoot({ compression: false, ...options })],
-    controllers: [OrdersController, StampedController],
+    controllers: [OrdersController, StampedController, StampedPayments, PlainPayments],
   })
   class AppModule {}
   const app =
@@ -348,6 +365,17 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
       });
     });
 
+    it('keeps an inherited handler idempotent on every controller that inherits it', async () => {
+      for (const path of ['/inherited-stamped', '/inherited-plain']) {
+        const key = newKey();
+        const first = await post(url, path, { key });
+        const replay = await post(url, path, { key });
+        expect(first.status).toBe(201);
+        expect(replay.headers.get('idempotent-replayed')).toBe('true');
+        expect(replay.json()).toEqual(first.json());
+      }
+    });
+
     describe('Retry-After on 409', () => {
       it('follows how long the handler takes, not the 30 s lease', async () => {
         // One timed run of about 2.2 s.
@@ -370,5 +398,48 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
         expect((await first).status).toBe(201);
       });
     });
+  });
+});
+
+describe.each(PLATFORMS)('a request-scoped global serializer on %s', (platform) => {
+  const prefix = uniquePrefix(`safe-scoped-${platform}`);
+  let redis: Redis;
+  let app: INestApplication;
+  let url: string;
+
+  beforeAll(async () => {
+    redis = inspectionClient();
+    @Module({
+      imports: [
+        IdempotencyModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix, compression: false }),
+      ],
+      controllers: [OrdersController],
+      providers: [
+        { provide: APP_INTERCEPTOR, useClass: ClassSerializerInterceptor, scope: Scope.REQUEST },
+      ],
+    })
+    class AppModule {}
+    app =
+      platform === 'fastify'
+        ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
+        : await NestFactory.create(AppModule, { logger: false });
+    await app.listen(0, '127.0.0.1');
+    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+  });
+  afterAll(async () => {
+    await app.close();
+    await deleteKeysUnder(redis, prefix);
+    redis.disconnect();
+  });
+
+  it('is applied before storing too: no secret in the store, replay byte for byte', async () => {
+    const key = newKey();
+    const first = await post(url, '/orders/card', { key, headers: alice });
+    expect(first.json()).toEqual({ id: 1, number: '**** 1111', _internal: 'secret-internal' });
+    const replay = await post(url, '/orders/card', { key, headers: alice });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    expect(replay.bytes.equals(first.bytes)).toBe(true);
+    const [stored] = await keysUnder(redis, prefix);
+    expect((await redis.getBuffer(stored))!.toString('latin1')).not.toMatch(/4111111111111111|cvc/);
   });
 });

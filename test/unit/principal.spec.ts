@@ -1,0 +1,36 @@
+import { IdempotencyScopeError, principalId } from '../../lib/utils/principal';
+
+describe('principalId', () => {
+  it('is undefined without a principal', () => {
+    expect(principalId(undefined, 'h')).toBeUndefined();
+    expect(principalId(null, 'h')).toBeUndefined();
+  });
+
+  it('takes id, sub, userId, _id in that order and ignores tokens and timestamps', () => {
+    expect(principalId({ sub: 'b', id: 'a' }, 'h')).toBe(principalId({ id: 'a' }, 'h'));
+    expect(principalId({ sub: 'b', token: 't1', iat: 1 }, 'h')).toBe(
+      principalId({ sub: 'b', token: 't2', iat: 2, exp: 3 }, 'h'),
+    );
+    expect(principalId({ id: '', userId: 'c' }, 'h')).toBe(principalId({ userId: 'c' }, 'h'));
+  });
+
+  it.each([
+    [{ id: 1 }, { id: '1' }],
+    [{ id: 1 }, { sub: 1 }],
+    [{ id: '1' }, { sub: '1' }],
+    ['1', { id: '1' }],
+    ['1', 1],
+    [{ _id: { toString: () => '1' } }, { _id: '1' }],
+    [{ userId: 1n }, { userId: 1 }],
+  ])('never gives %p and %p one identity', (a, b) => {
+    expect(principalId(a, 'h')).not.toBe(principalId(b, 'h'));
+  });
+
+  it.each([[{}], [{ id: '' }], [{ id: {} }], [{ id: NaN }], [true], [{ token: 'x' }], [[1]]])(
+    'fails closed for %p, naming the option',
+    (user) => {
+      expect(() => principalId(user, 'Orders.create')).toThrow(IdempotencyScopeError);
+      expect(() => principalId(user, 'Orders.create')).toThrow(/Orders\.create.*`scope`/);
+    },
+  );
+});
