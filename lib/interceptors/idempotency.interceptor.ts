@@ -239,7 +239,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.emit(options, 'bypassed', handler);
       return next.handle();
     }
-    const key = parseIdempotencyKey(raw, options.maxKeyLength);
+    // Only the HTTP header is an RFC 8941 structured field; other keys are taken as they are.
+    const header = !options.key && context.getType() === 'http';
+    const key = parseIdempotencyKey(raw, options.maxKeyLength, header);
     this.serializers.check(context); // before anything runs or is stored
     const claim: Claim = {
       key: recordKey(options.keyPrefix, this.getScope(context, handler, options), key),

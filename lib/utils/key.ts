@@ -3,56 +3,91 @@ import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 
 /** Printable ASCII (space to tilde): what an RFC 8941 sf-string may hold. */
 const PRINTABLE = /^[\x20-\x7e]*$/;
+/** A bare (unquoted) key: printable ASCII but `"`, `,`, `;` and `\`, which would be syntax. */
+const BARE = /^[\x20\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]+$/;
+/** An RFC 8941 parameter key, and the bare items a parameter value may be but a string. */
+const PARAMETER_KEY = /[a-z*][a-z0-9_.*-]*/y;
+const BARE_ITEM =
+  /(?:-?\d{1,12}\.\d{1,3}|-?\d{1,15}|[A-Za-z*][!#$%&'*+.^_`|~0-9A-Za-z:/-]*|:[A-Za-z0-9+/=]*:|\?[01])/y;
+
+const invalid = (message: string) => new IdempotencyKeyInvalidError(message);
 
 /**
- * Validates a client's key and unwraps the RFC 8941 sf-string form (`"abc"` is the key `abc`), as
- * the IETF Idempotency-Key draft defines the header. Throws {@link IdempotencyKeyInvalidError}.
+ * Validates a client's key. Printable ASCII, 1 to `maxLength` characters, surrounding spaces
+ * ignored. With `header`, it is the `Idempotency-Key` header, which the IETF draft defines as an
+ * RFC 8941 Item holding an sf-string: `"abc"` is the key `abc` (only `\"` and `\\` are escapes,
+ * the closing quote is required), parameters after it (`"abc";p=1`) are checked and ignored, and
+ * anything else after it (a list, `"a", "b"`) is refused. A bare key (`abc`, a UUID: what most
+ * clients send) is accepted too, without the characters that would make it a list or carry
+ * parameters (`"`, `,`, `;`, `\`). Values from the `key` option or an RPC message are taken as
+ * they are (printable ASCII, trimmed). Throws {@link IdempotencyKeyInvalidError}.
  */
-export function parseIdempotencyKey(raw: unknown, maxLength: number): string {
-  if (Array.isArray(raw)) {
-    throw new IdempotencyKeyInvalidError('Send exactly one idempotency key.');
-  }
-  if (typeof raw !== 'string') {
-    throw new IdempotencyKeyInvalidError('The idempotency key must be a string.');
-  }
+export function parseIdempotencyKey(raw: unknown, maxLength: number, header = false): string {
+  if (Array.isArray(raw)) throw invalid('Send exactly one idempotency key.');
+  if (typeof raw !== 'string') throw invalid('The idempotency key must be a string.');
   if (!PRINTABLE.test(raw)) {
-    throw new IdempotencyKeyInvalidError(
-      'The idempotency key may only contain printable ASCII characters.',
-    );
+    throw invalid('The idempotency key may only contain printable ASCII characters.');
   }
   let key = raw.trim();
-  if (key.length >= 2 && key.startsWith('"') && key.endsWith('"')) {
-    key = unquote(key);
-  }
-  if (key.length === 0) {
-    throw new IdempotencyKeyInvalidError('The idempotency key must not be empty.');
-  }
-  if (key.length > maxLength) {
-    throw new IdempotencyKeyInvalidError(
-      `The idempotency key must be at most ${maxLength} characters long.`,
+  if (header && key.startsWith('"')) {
+    key = parseItem(key);
+  } else if (header && key !== '' && !BARE.test(key)) {
+    throw invalid(
+      "An unquoted idempotency key may not contain '\"', ',', ';' or '\\' " +
+        '(one key per request; quote it as an RFC 8941 string to send these).',
     );
+  }
+  if (key.length === 0) throw invalid('The idempotency key must not be empty.');
+  if (key.length > maxLength) {
+    throw invalid(`The idempotency key must be at most ${maxLength} characters long.`);
   }
   return key;
 }
 
-/** Unescapes an sf-string body: only `\"` and `\\` are escapes; a bare quote is malformed. */
-function unquote(quoted: string): string {
+/** An RFC 8941 Item whose bare item is an sf-string: the string, its parameters checked. */
+function parseItem(text: string): string {
+  const [key, end] = readString(text, 0);
+  let i = end;
+  while (i < text.length) {
+    if (text[i] !== ';') throw invalid('Send exactly one idempotency key, as one quoted string.');
+    i++;
+    while (text[i] === ' ') i++;
+    i = match(PARAMETER_KEY, text, i);
+    if (text[i] !== '=') continue; // a parameter without value is the boolean true
+    i++;
+    if (text[i] === '"') {
+      i = readString(text, i)[1];
+    } else {
+      i = match(BARE_ITEM, text, i);
+    }
+  }
+  return key;
+}
+
+/** The index after what the sticky `pattern` matches at `text[start]`. */
+function match(pattern: RegExp, text: string, start: number): number {
+  pattern.lastIndex = start;
+  if (!pattern.test(text)) throw invalid('The idempotency key has a malformed parameter.');
+  return pattern.lastIndex;
+}
+
+/** The sf-string starting at `text[start]` (a quote), unescaped, and the index after it. */
+function readString(text: string, start: number): [string, number] {
   let out = '';
-  for (let i = 1; i < quoted.length - 1; i++) {
-    const char = quoted[i];
+  for (let i = start + 1; i < text.length; i++) {
+    const char = text[i];
+    if (char === '"') return [out, i + 1];
     if (char === '\\') {
-      const next = quoted[++i];
+      const next = text[++i];
       if (next !== '"' && next !== '\\') {
-        throw new IdempotencyKeyInvalidError('The quoted idempotency key has an invalid escape.');
+        throw invalid('The quoted idempotency key has an invalid escape.');
       }
       out += next;
-    } else if (char === '"') {
-      throw new IdempotencyKeyInvalidError('The quoted idempotency key is malformed.');
     } else {
       out += char;
     }
   }
-  return out;
+  throw invalid('The quoted idempotency key has no closing quote.');
 }
 
 /**

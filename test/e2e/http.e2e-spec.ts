@@ -324,6 +324,12 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       ['a tab (control character)', 'ab\tcd'],
       ['a non-ASCII byte', 'caf\u00e9'],
       ['an empty sf-string', '""'],
+      ['an escaped closing quote', '"x\\"'],
+      ['no closing quote', '"abc'],
+      ['a list in one header', 'a, b'],
+      ['a list of strings', '"a", "b"'],
+      ['a parameter on a bare key', 'abc;p=1'],
+      ['a malformed parameter', '"abc";P=1'],
     ])('answers 400 to a key with %s and stores nothing', async (_, key) => {
       const before = storeKind === 'redis' ? (await keysUnder(redis, prefix)).length : 0;
       const response = await post(t.url, '/payments', { key, body: { amount: 1 } });
@@ -332,7 +338,17 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       if (storeKind === 'redis') expect((await keysUnder(redis, prefix)).length).toBe(before);
     });
 
-    it('reads the key through the key option and validates it like the header', async () => {
+    it('reads a quoted key with parameters as the key itself (RFC 8941 sf-string)', async () => {
+      const key = newKey();
+      const first = await post(t.url, '/payments', { key, body: { amount: 1 } });
+      for (const form of [`"${key}"`, `"${key}";p=1;q`, ` "${key}" `]) {
+        const again = await post(t.url, '/payments', { key: form, body: { amount: 1 } });
+        expect(again.headers.get('idempotent-replayed')).toBe('true');
+        expect(again.text).toBe(first.text);
+      }
+    });
+
+    it('reads the key through the key option, checking its characters and length', async () => {
       const requestId = newKey();
       const first = await post(t.url, '/payments/custom-key', {
         headers: { 'x-request-id': requestId },
