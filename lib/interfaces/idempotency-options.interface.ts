@@ -31,10 +31,11 @@ export interface IdempotencyOptions {
    */
   failOpen?: boolean;
   /**
-   * Reads the key from the request instead of the header; return `undefined` for none. The value
-   * is validated like a header value.
+   * Reads the key from the request instead of the header; return `undefined` for none. A string
+   * is taken as it is (printable ASCII, trimmed, 1 to `maxKeyLength` characters; not parsed as a
+   * structured header), an integer (a number up to 2^53 - 1, or a bigint) as its decimal form.
    */
-  key?: (context: ExecutionContext) => string | undefined;
+  key?: (context: ExecutionContext) => string | number | bigint | undefined;
   /**
    * Who a record belongs to, beside its route. By default an HTTP request with an authenticated
    * principal (`request.user`, set by Passport or your guard) is scoped to it: the first of

@@ -45,6 +45,8 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   private readonly commands: IdempotencyCommands;
   private readonly sharded: boolean;
   private subscriber?: Redis | Cluster;
+  /** The subscriber's next 'ready', while it is not (see whenReady). */
+  private subscriberReady?: Promise<void>;
   private readonly watches = new Map<string, Watch>();
   private closed = false;
 
@@ -110,7 +112,9 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     if (!watch) {
       const subscriber = this.getSubscriber();
       // ioredis prefixes sharded channels itself (they name keys), plain channels it does not.
-      const subscribed = this.sharded ? subscriber.ssubscribe(key) : subscriber.subscribe(channel);
+      const subscribed = this.whenReady(subscriber).then(() =>
+        this.sharded ? subscriber.ssubscribe(key) : subscriber.subscribe(channel),
+      );
       watch = { listeners: new Set(), subscribed };
       this.watches.set(channel, watch);
       subscribed.catch(() => this.unwatch(channel, watch!));
@@ -127,6 +131,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     this.closed = true;
     const subscriber = this.subscriber;
     this.subscriber = undefined;
+    this.subscriberReady = undefined;
     this.watches.clear();
     // The subscriber is always ours, even on a borrowed client.
     await Promise.all([
@@ -159,6 +164,22 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     // Errors surface as failed watch() calls; ioredis reconnects and resubscribes on its own.
     subscriber.on('error', () => {});
     return (this.subscriber = subscriber);
+  }
+
+  /**
+   * Resolves once the subscriber is ready. Recent ioredis 5 releases (5.11; not 5.6) send a
+   * SUBSCRIBE made while they connect ahead of their ready check: the connection is then in
+   * subscriber mode, the check (INFO) is refused, and the pending subscriptions fail with it.
+   * The caller's storeTimeout bounds the wait.
+   */
+  private whenReady(subscriber: Redis | Cluster): Promise<void> {
+    if (subscriber.status === 'ready') return Promise.resolve();
+    return (this.subscriberReady ??= new Promise<void>((resolve) =>
+      subscriber.once('ready', () => {
+        this.subscriberReady = undefined;
+        resolve();
+      }),
+    ));
   }
 
   private unwatch(channel: string, watch: Watch): void {

@@ -20,11 +20,18 @@ const invalid = (message: string) => new IdempotencyKeyInvalidError(message);
  * anything else after it (a list, `"a", "b"`) is refused. A bare key (`abc`, a UUID: what most
  * clients send) is accepted too, without the characters that would make it a list or carry
  * parameters (`"`, `,`, `;`, `\`). Values from the `key` option or an RPC message are taken as
- * they are (printable ASCII, trimmed). Throws {@link IdempotencyKeyInvalidError}.
+ * they are (printable ASCII, trimmed), and a safe integer (a number or bigint, an `eventId`
+ * column) as its decimal form. Throws {@link IdempotencyKeyInvalidError}.
  */
 export function parseIdempotencyKey(raw: unknown, maxLength: number, header = false): string {
   if (Array.isArray(raw)) throw invalid('Send exactly one idempotency key.');
-  if (typeof raw !== 'string') throw invalid('The idempotency key must be a string.');
+  // An id column or a broker's message number: the integer's decimal form is the key.
+  if ((typeof raw === 'number' && Number.isSafeInteger(raw)) || typeof raw === 'bigint') {
+    raw = String(raw);
+  }
+  if (typeof raw !== 'string') {
+    throw invalid(`The idempotency key must be a string or an integer, not ${describeValue(raw)}.`);
+  }
   if (!PRINTABLE.test(raw)) {
     throw invalid('The idempotency key may only contain printable ASCII characters.');
   }
@@ -42,6 +49,12 @@ export function parseIdempotencyKey(raw: unknown, maxLength: number, header = fa
     throw invalid(`The idempotency key must be at most ${maxLength} characters long.`);
   }
   return key;
+}
+
+function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (typeof value === 'number') return `the number ${value}`;
+  return typeof value === 'object' ? 'an object' : `a ${typeof value}`;
 }
 
 /** An RFC 8941 Item whose bare item is an sf-string: the string, its parameters checked. */

@@ -44,7 +44,6 @@ describe('parseIdempotencyKey (the Idempotency-Key header)', () => {
     ['space before a parameter', '"abc" ;p=1'],
     ['a trailing semicolon', '"abc";'],
     ['repeated headers', ['a', 'b']],
-    ['a number', 42],
   ])('rejects %s', (_, raw) => {
     expect(() => parseIdempotencyKey(raw, 255, true)).toThrow(IdempotencyKeyInvalidError);
   });
@@ -55,12 +54,30 @@ describe('parseIdempotencyKey (keys from the key option or a message)', () => {
     ['abc', 'abc'],
     [' a, b;c ', 'a, b;c'],
     ['"abc"', '"abc"'],
-  ])('takes %j as it is: %j', (raw, key) => {
+    [42, '42'],
+    [0, '0'],
+    [-7, '-7'],
+    [2 ** 53 - 1, '9007199254740991'],
+    [12345678901234567890n, '12345678901234567890'],
+  ])('takes %p as it is: %j', (raw, key) => {
     expect(parseIdempotencyKey(raw, 255)).toBe(key);
   });
 
-  it.each([[''], ['ab\nc'], ['x'.repeat(256)], [42]])('rejects %j', (raw) => {
+  it.each([[''], ['ab\nc'], ['x'.repeat(256)], [['a']]])('rejects %j', (raw) => {
     expect(() => parseIdempotencyKey(raw, 255)).toThrow(IdempotencyKeyInvalidError);
+  });
+
+  it.each([
+    [1.5, 'the number 1.5'],
+    [NaN, 'the number NaN'],
+    [2 ** 53, 'the number 9007199254740992'],
+    [null, 'null'],
+    [true, 'a boolean'],
+    [{ id: 1 }, 'an object'],
+  ])('refuses %p, saying it is %s', (raw, what) => {
+    expect(() => parseIdempotencyKey(raw, 255)).toThrow(
+      `The idempotency key must be a string or an integer, not ${what}.`,
+    );
   });
 });
 
