@@ -10,13 +10,9 @@ import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
 import { hoistInterceptor } from './interceptors/outermost';
-import type {
-  IdempotencyModuleOptions,
-  ResolvedIdempotencyOptions,
-} from './interfaces/idempotency-options.interface';
 import { createStore, waitUntilReady } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
-import { resolveModuleOptions } from './utils/options';
+import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/options';
 
 /**
  * Provides the idempotency store and the options that `@Idempotent()` routes (bound to
@@ -54,7 +50,7 @@ export class IdempotencyModule
 
   constructor(
     @Inject(IDEMPOTENCY_OPTIONS)
-    private readonly options: ResolvedIdempotencyOptions & IdempotencyModuleOptions,
+    private readonly options: ResolvedModuleOptions,
     private readonly store: IdempotencyStore,
     modules: ModulesContainer,
   ) {

@@ -18,3 +18,4 @@ export {
 export type { IdempotencyMetrics, IdempotencyStoreOperation } from './observability/metrics';
 export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS } from './utils/principal';
 export { IdempotencySerializerError } from './interceptors/serializers';
+export { rmqManualAck } from './microservices/rmq-manual-ack';

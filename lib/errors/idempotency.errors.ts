@@ -18,6 +18,14 @@ export abstract class IdempotencyError extends Error {
   abstract readonly code: IdempotencyErrorCode;
   /** When set, how long the client should wait before retrying, in milliseconds. */
   readonly retryAfterMs?: number;
+
+  /**
+   * Whether the same request may succeed later (in progress, store unavailable): redeliver it.
+   * Otherwise (key missing, invalid or reused) it never will: drop or dead-letter it.
+   */
+  get retryable(): boolean {
+    return this.retryAfterMs !== undefined;
+  }
 }
 
 /** The route requires an idempotency key and the request has none. */

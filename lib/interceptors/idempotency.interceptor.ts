@@ -17,6 +17,7 @@ import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
 import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import {
   IdempotencyError,
+  IdempotencyErrorCode,
   IdempotencyInProgressError,
   IdempotencyKeyMissingError,
   IdempotencyMismatchError,
@@ -25,10 +26,7 @@ import {
 } from '../errors/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { IdempotencyEventType } from '../interfaces/idempotency-event.interface';
-import type {
-  IdempotencyModuleOptions,
-  ResolvedIdempotencyOptions,
-} from '../interfaces/idempotency-options.interface';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import {
   createOpenTelemetryMetrics,
   IdempotencyMetrics,
@@ -41,7 +39,7 @@ import {
   IdempotencyStore,
 } from '../stores/idempotency.store';
 import { parseIdempotencyKey, recordKey } from '../utils/key';
-import { mergeOptions } from '../utils/options';
+import { mergeOptions, type ResolvedModuleOptions } from '../utils/options';
 import { principalId } from '../utils/principal';
 import { decodeResponse, encodeResponse, packResponse } from '../utils/response-codec';
 import { GlobalSerializers } from './serializers';
@@ -108,7 +106,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   constructor(
     protected readonly store: IdempotencyStore,
     @Inject(IDEMPOTENCY_OPTIONS)
-    protected readonly options: ResolvedIdempotencyOptions & IdempotencyModuleOptions,
+    protected readonly options: ResolvedModuleOptions,
     protected readonly reflector: Reflector,
     adapterHost: HttpAdapterHost,
     @Optional() moduleRef?: ModuleRef,
@@ -145,9 +143,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
       return handled.pipe(tap({ complete: done, error: done }), finalize(done));
     } catch (error) {
       done();
-      throw error instanceof IdempotencyError
-        ? adapter.toException(context, error, options)
-        : error;
+      if (!(error instanceof IdempotencyError)) throw error;
+      this.settleRejected(context, options, handler, error);
+      throw adapter.toException(context, error, options);
     }
   }
 
@@ -195,6 +193,26 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return route;
   }
 
+  /** Runs `onReject` for a request refused without running the handler. */
+  private settleRejected(
+    context: ExecutionContext,
+    options: ResolvedIdempotencyOptions,
+    handler: string,
+    error: IdempotencyError,
+  ): void {
+    if (
+      error.code === IdempotencyErrorCode.KeyMissing ||
+      error.code === IdempotencyErrorCode.KeyInvalid
+    ) {
+      this.emit(options, 'rejected', handler, undefined, error);
+    }
+    try {
+      options.onReject?.(context, error);
+    } catch (hookError) {
+      this.logger.error(`${handler}: onReject failed (${describe(hookError)})`);
+    }
+  }
+
   /** The cached facts of an `@Idempotent()` route, or null for any other route. */
   private route(context: ExecutionContext): Route | null {
     const target = context.getClass();
@@ -213,7 +231,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
       route =
         onClass || onMethod
           ? {
-              options: mergeOptions(this.options, onClass, onMethod),
+              options: mergeOptions(
+                this.options,
+                isEventHandler(handler) ? this.options.eventDefaults : undefined,
+                onClass,
+                onMethod,
+              ),
               name,
               id: JSON.stringify([name, metadata]),
               subclassBound:
@@ -638,6 +661,11 @@ function bindsSubclass(target: object, handler: object): boolean {
       : interceptor instanceof IdempotencyInterceptor &&
         interceptor.constructor !== IdempotencyInterceptor,
   );
+}
+
+/** Nest's marker of `@EventPattern` handlers (PatternHandler.EVENT under 'microservices:handler_type'). */
+function isEventHandler(handler: object): boolean {
+  return Reflect.getMetadata('microservices:handler_type', handler) === 2;
 }
 
 function routeName(context: ExecutionContext): string {

@@ -23,6 +23,8 @@ export type IdempotencyEventType =
   | 'lease_lost'
   /** The request had no key and ran unprotected. */
   | 'bypassed'
+  /** The request had no key (with `required`) or an invalid one, and was refused (400). */
+  | 'rejected'
   /** The response could not be stored (stream, file, `@Res()`, too large). */
   | 'not_replayable'
   /** The store failed before the claim (503, or run unprotected with `failOpen`). */
@@ -37,6 +39,6 @@ export interface IdempotencyEvent {
   key?: string;
   /** `Controller.method` of the route. */
   handler: string;
-  /** The error behind `store_error`, `completion_failed` and `released` (when the handler threw). */
+  /** The error behind `store_error`, `completion_failed`, `rejected` and `released` (when the handler threw). */
   error?: unknown;
 }

@@ -1,5 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { IdempotencyStore } from '../stores/idempotency.store';
 import type { IdempotencyEvent } from './idempotency-event.interface';
 
@@ -56,6 +57,15 @@ export interface IdempotencyOptions {
    * `noAck: false`), since the handler that would have acked them does not run.
    */
   onReplay?: (context: ExecutionContext) => void;
+  /**
+   * Called when a request is refused without running the handler: no key with `required`, an
+   * invalid or reused key, a duplicate still in progress, the store unavailable. The error says
+   * which (`code`) and whether a redelivery may succeed (`retryable`). Settle manual-ack broker
+   * messages here (RabbitMQ: `nack` with requeue when retryable, else without), or they stay
+   * unacked: see {@link rmqManualAck}. Called before the error reaches the transport; an error
+   * it throws is logged, never replaces that error.
+   */
+  onReject?: (context: ExecutionContext, error: IdempotencyError) => void;
   /** Response headers stored and replayed (case-insensitive). Default: {@link DEFAULT_REPLAY_HEADERS}. */
   replayHeaders?: string[];
   /**
@@ -75,14 +85,17 @@ export interface IdempotencyOptions {
   /**
    * What a duplicate gets while the first request with its key is still running: `'reject'`
    * answers 409 with Retry-After; `'wait'` holds the duplicate until the first one finishes and
-   * then replays its response (or, if it failed, runs the handler itself). The store notifies
-   * waiters (Redis pub/sub, sharded on a Cluster; in process for the memory store); nothing polls.
-   * Default: `'reject'`.
+   * then replays its response (or, if it failed or its process died, runs the handler itself).
+   * The store notifies waiters (Redis pub/sub, sharded on a Cluster; in process for the memory
+   * store); nothing polls. Default: `'wait'` on `@EventPattern` handlers (an event refused as in
+   * progress is lost on a broker that acks on delivery, should the first attempt fail), `'reject'`
+   * everywhere else.
    */
   onConflict?: 'reject' | 'wait';
   /**
-   * Longest a duplicate waits with `onConflict: 'wait'`, in milliseconds, before it gets the 409
-   * it would have had. Never longer than the lease the first request has left. Default: 10 000.
+   * Longest a duplicate waits with `onConflict: 'wait'`, in milliseconds, before it is refused as
+   * in progress. Default: 10 000; on `@EventPattern` handlers, no limit: a duplicate event waits
+   * until the first completes (skipped), fails or its lease runs out (then it runs).
    */
   waitTimeout?: number;
   /**
@@ -150,7 +163,7 @@ export interface IdempotencyModuleExtras {
   globalInterceptor?: boolean;
 }
 
-type OptionalHooks = 'key' | 'scope' | 'onReplay';
+type OptionalHooks = 'key' | 'scope' | 'onReplay' | 'onReject';
 
 /** Route options with every default filled in. */
 export type ResolvedIdempotencyOptions = Required<Omit<IdempotencyOptions, OptionalHooks>> &

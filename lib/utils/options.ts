@@ -40,7 +40,7 @@ const COUNTS = [
 const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
 const MAX_TIMER_MS = 2 ** 31 - 1;
 const FLAGS = ['required', 'fingerprint', 'failOpen'] as const;
-const FUNCTIONS = ['key', 'onReplay'] as const;
+const FUNCTIONS = ['key', 'onReplay', 'onReject'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
 /**
@@ -167,13 +167,29 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
   }
 }
 
+/**
+ * Defaults of `@EventPattern` handlers where they differ: a duplicate event refused as in
+ * progress would be lost on a broker that acks on delivery, so it waits for the outcome instead.
+ */
+const EVENT_DEFAULTS: IdempotencyOptions = { onConflict: 'wait', waitTimeout: Infinity };
+
+/** The module's options with every default filled in. */
+export type ResolvedModuleOptions = ResolvedIdempotencyOptions &
+  IdempotencyModuleOptions & {
+    /** The event defaults the module options leave in force (module options win over them). */
+    eventDefaults?: IdempotencyOptions;
+  };
+
 /** Validates the module options and fills in every default. */
-export function resolveModuleOptions(
-  options: IdempotencyModuleOptions,
-): ResolvedIdempotencyOptions & IdempotencyModuleOptions {
+export function resolveModuleOptions(options: IdempotencyModuleOptions): ResolvedModuleOptions {
   validateOptions(options, 'IdempotencyModule');
   validateModuleOptions(options);
-  return mergeOptions(DEFAULT_OPTIONS, options);
+  const eventDefaults = Object.fromEntries(
+    Object.entries(EVENT_DEFAULTS).filter(
+      ([name]) => options[name as keyof IdempotencyOptions] === undefined,
+    ),
+  );
+  return { ...mergeOptions(DEFAULT_OPTIONS, options), eventDefaults };
 }
 
 /** Merges route options over defaults, ignoring `undefined` values; normalises header names. */

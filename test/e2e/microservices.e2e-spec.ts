@@ -1,6 +1,7 @@
 import { lastValueFrom, toArray } from 'rxjs';
 import {
   Consumer,
+  MQTT_URL,
   NATS_URL,
   PATTERNS,
   requireBroker,
@@ -16,7 +17,7 @@ import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '.
 import { findFreePort, RedisProcess, startRedisServer } from '../support/redis-server';
 import { deferred, Executions } from '../support/test-app';
 
-const TRANSPORTS: TransportName[] = ['tcp', 'redis', 'nats', 'rmq'];
+const TRANSPORTS: TransportName[] = ['tcp', 'redis', 'nats', 'rmq', 'mqtt'];
 
 let seq = 0;
 const newKey = () => `msg-${Date.now()}-${++seq}`;
@@ -40,6 +41,8 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
   beforeAll(async () => {
     if (name === 'nats') await requireBroker('NATS', '127.0.0.1', Number(new URL(NATS_URL).port));
     if (name === 'rmq') await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
+    if (name === 'mqtt')
+      await requireBroker('Mosquitto', '127.0.0.1', Number(new URL(MQTT_URL).port));
     // The Redis transport gets a private server: its pub/sub channels are then ours alone.
     if (name === 'redis') transportRedis = await startRedisServer();
     setup = await transportSetup(name, transportRedis);
@@ -174,14 +177,20 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
   });
 });
 
-describe.each(['nats', 'rmq'] as const)('the key header on the %s transport', (name) => {
+const BROKERS = {
+  nats: ['NATS', NATS_URL],
+  rmq: ['RabbitMQ', RMQ_URL],
+  mqtt: ['Mosquitto', MQTT_URL],
+} as const;
+
+describe.each(['nats', 'rmq', 'mqtt'] as const)('the key header on the %s transport', (name) => {
   const prefix = uniquePrefix(`rpc-header-${name}`);
   let setup: TransportSetup;
   let consumer: Consumer;
 
   beforeAll(async () => {
-    const url = new URL(name === 'nats' ? NATS_URL : RMQ_URL);
-    await requireBroker(name === 'nats' ? 'NATS' : 'RabbitMQ', '127.0.0.1', Number(url.port));
+    const [broker, url] = BROKERS[name];
+    await requireBroker(broker, '127.0.0.1', Number(new URL(url).port));
     setup = await transportSetup(name);
     consumer = await startConsumer(setup, { redis: testRedisUrl(), keyPrefix: prefix });
   }, 30_000);

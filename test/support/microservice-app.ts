@@ -1,4 +1,4 @@
-import { Controller, INestMicroservice, Module } from '@nestjs/common';
+import { Controller, INestMicroservice, Module, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import {
   ClientProxy,
@@ -6,6 +6,7 @@ import {
   Ctx,
   EventPattern,
   MessagePattern,
+  MqttRecordBuilder,
   NatsRecordBuilder,
   Payload,
   RmqContext,
@@ -36,6 +37,7 @@ export const PATTERNS = {
 };
 export const RMQ_URL = 'amqp://guest:guest@127.0.0.1:5672';
 export const NATS_URL = 'nats://127.0.0.1:4222';
+export const MQTT_URL = 'mqtt://127.0.0.1:1883';
 
 /** Acknowledges a RabbitMQ message the handler did not run for (manual-ack queues). */
 export function ackRmq(context: { switchToRpc(): { getContext(): unknown } }): void {
@@ -127,7 +129,7 @@ class ShippingConsumer {
   }
 }
 
-export type TransportName = 'tcp' | 'redis' | 'nats' | 'rmq';
+export type TransportName = 'tcp' | 'redis' | 'nats' | 'rmq' | 'mqtt';
 
 export interface TransportSetup {
   name: TransportName;
@@ -159,6 +161,9 @@ export async function transportSetup(
         transport: Transport.RMQ,
         options: { urls: [RMQ_URL], queue, queueOptions: { durable: false } },
       };
+    case 'mqtt':
+      // MQTT 5: user properties carry the key header.
+      return { name, transport: Transport.MQTT, options: { url: MQTT_URL, protocolVersion: 5 } };
   }
 }
 
@@ -196,6 +201,8 @@ export async function startConsumer(
   options: IdempotencyModuleOptions,
   extra: {
     shipping?: boolean;
+    /** Controllers to serve instead of the payments (or shipping) consumer. */
+    controllers?: Type[];
     executions?: Executions;
     serverOptions?: Record<string, unknown>;
   } = {},
@@ -209,7 +216,7 @@ export async function startConsumer(
         onEvent: (event) => own.record(event),
       }),
     ],
-    controllers: extra.shipping ? [ShippingConsumer] : [PaymentsConsumer],
+    controllers: extra.controllers ?? (extra.shipping ? [ShippingConsumer] : [PaymentsConsumer]),
   })
   class ConsumerModule {}
   const app = await NestFactory.createMicroservice(ConsumerModule, {
@@ -240,19 +247,22 @@ export function withKey(
   data: Record<string, unknown>,
   key: string,
 ): unknown {
-  if (setup.name === 'nats' || setup.name === 'rmq') {
+  if (setup.name === 'nats' || setup.name === 'rmq' || setup.name === 'mqtt') {
     return withHeaders(setup, data, { 'Idempotency-Key': key });
   }
   return { ...data, idempotencyKey: key };
 }
 
-/** A NATS or RabbitMQ message with these headers (names as given). */
+/** A NATS, RabbitMQ or MQTT 5 (user properties, QoS 1) message with these headers. */
 export function withHeaders(
   setup: TransportSetup,
   data: Record<string, unknown>,
   headers: Record<string, string>,
 ): unknown {
   if (setup.name === 'rmq') return new RmqRecordBuilder(data).setOptions({ headers }).build();
+  if (setup.name === 'mqtt') {
+    return new MqttRecordBuilder(data).setQoS(1).setProperties({ userProperties: headers }).build();
+  }
   const nats = natsHeaders();
   for (const [name, value] of Object.entries(headers)) nats.set(name, value);
   return new NatsRecordBuilder(data).setHeaders(nats).build();
