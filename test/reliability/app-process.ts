@@ -34,20 +34,22 @@ export class AppProcess {
     });
   }
 
-  static async start(env: Record<string, string>): Promise<AppProcess> {
-    const child = spawn(process.execPath, [join(__dirname, 'fixtures', 'app-process.js')], {
+  /** Starts a fixture (by default the HTTP app) and resolves once it prints `READY`. */
+  static async start(env: Record<string, string>, fixture = 'app-process.js'): Promise<AppProcess> {
+    const child = spawn(process.execPath, [join(__dirname, 'fixtures', fixture)], {
       cwd: ROOT,
       env: { ...process.env, ...env },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     const app = new AppProcess(child);
     const ready = await Promise.race([
-      app.waitForLine(/^READY \d+$/),
+      app.waitForLine(/^READY( \d+)?$/),
       once(child, 'exit').then(([code]) => {
         throw new Error(`app process exited with ${code} before it was ready`);
       }),
     ]);
-    app.url = `http://127.0.0.1:${ready.split(' ')[1]}`;
+    const port = ready.split(' ')[1];
+    if (port) app.url = `http://127.0.0.1:${port}`;
     return app;
   }
 
@@ -60,6 +62,13 @@ export class AppProcess {
     const seen = this.lines.find((line) => pattern.test(line));
     if (seen) return Promise.resolve(seen);
     return new Promise((resolve) => this.waiters.push({ pattern, resolve }));
+  }
+
+  /** Lines starting with `word ` (the fixture's reports), their rest. */
+  reports(word: string): string[] {
+    return this.lines
+      .filter((line) => line.startsWith(`${word} `))
+      .map((line) => line.slice(word.length + 1));
   }
 
   events(type: string): string[] {

@@ -26,3 +26,34 @@ describe('RPC reply values through the store', () => {
     expect(await roundTrip([])).toEqual([]);
   });
 });
+
+describe('the key header of a Kafka message (no broker runs in this suite)', () => {
+  const adapter = new RpcContextAdapter();
+  const options = { headerName: 'Idempotency-Key' } as Parameters<typeof adapter.readKey>[1];
+  /** A context shaped like Nest's KafkaContext: getMessage() holds the record, headers Buffers. */
+  const kafka = (headers: Record<string, unknown>, data: unknown = {}) =>
+    ({
+      switchToRpc: () => ({
+        getContext: () => ({ getMessage: () => ({ headers, value: data }) }),
+        getData: () => data,
+      }),
+    }) as unknown as ExecutionContext;
+
+  it('reads the key from a Buffer header, in any case', () => {
+    expect(adapter.readKey(kafka({ 'idempotency-key': Buffer.from('evt-1') }), options)).toBe(
+      'evt-1',
+    );
+    expect(adapter.readKey(kafka({ 'Idempotency-Key': 'evt-2' }), options)).toBe('evt-2');
+  });
+
+  it('returns every value of a key sent twice (refused as invalid), and falls back to the payload', () => {
+    const twice = kafka({
+      'Idempotency-Key': Buffer.from('a'),
+      'idempotency-key': Buffer.from('b'),
+    });
+    expect(adapter.readKey(twice, options)).toEqual(['a', 'b']);
+    expect(adapter.readKey(kafka({}, { idempotencyKey: 'from-payload' }), options)).toBe(
+      'from-payload',
+    );
+  });
+});
