@@ -214,10 +214,36 @@ describe.each(['nats', 'rmq', 'mqtt'] as const)('the key header on the %s transp
     expect(consumer.executions.ofType('replayed')).toHaveLength(1);
   });
 
+  it('falls back to the payload when no header carries the key', async () => {
+    const key = newKey();
+    const send = () =>
+      lastValueFrom(consumer.client.send(PATTERNS.charge, { amount: 4, idempotencyKey: key }));
+    const before = consumer.executions.count('charge');
+    const first = await send();
+    expect(await send()).toEqual(first);
+    expect(consumer.executions.count('charge')).toBe(before + 1);
+  });
+
+  it('takes a payload that is not an object (a string) with a key header', async () => {
+    const key = newKey();
+    const send = () =>
+      lastValueFrom(
+        consumer.client.send(
+          PATTERNS.charge,
+          withHeaders(setup, 'plain text' as never, { 'Idempotency-Key': key }),
+        ),
+      );
+    const before = consumer.executions.count('charge');
+    const first = await send();
+    expect(await send()).toEqual(first);
+    expect(consumer.executions.count('charge')).toBe(before + 1);
+  });
+
   it('refuses a key sent twice under names that differ in case', async () => {
     const headers = { 'Idempotency-Key': newKey(), 'idempotency-key': newKey() };
+    const before = consumer.executions.count('charge');
     expect(await errorOf(charge(headers))).toMatchObject({ code: 'IDEMPOTENCY_KEY_INVALID' });
-    expect(consumer.executions.count('charge')).toBe(1);
+    expect(consumer.executions.count('charge')).toBe(before);
   });
 });
 
