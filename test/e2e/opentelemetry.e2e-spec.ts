@@ -118,8 +118,8 @@ describe.each(PLATFORMS)('OpenTelemetry metrics on %s with Redis', (platform) =>
       mismatch: 1,
       bypassed: 1,
     });
-    // A rejected request without a key is no outcome: nothing was claimed or run.
-    expect(outcomes(collected, 'PaymentsController.required')).toEqual({});
+    // A request refused for want of its key: rejected, nothing claimed or run.
+    expect(outcomes(collected, 'PaymentsController.required')).toEqual({ rejected: 1 });
     // Recorded before the SDK was registered: lost, as OpenTelemetry has no proxy provider.
     expect(outcomes(collected, 'PaymentsController.text')).toEqual({});
     expect(storeCalls(collected)).toEqual({ claim: 3, complete: 1 });
