@@ -7,6 +7,7 @@ import {
   Logger,
   NestInterceptor,
   Optional,
+  RequestTimeoutException,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
@@ -176,10 +177,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const route = this.route(context)?.id ?? routeName(context);
     const { scope } = options;
     if (scope === 'public') return route;
-    if (scope) {
-      const tenant = scope(context);
-      return tenant === undefined ? route : `${route}\0t:${tenant}`;
-    }
+    // A tenant, typed (`1` and `'1'` differ); none (undefined, null) falls back to the principal.
+    const tenant: unknown = scope?.(context);
+    if (tenant !== undefined && tenant !== null)
+      return `${route}\0t:${typeof tenant}:${String(tenant)}`;
     const principal = principalId(this.getAdapter(context)?.principal?.(context), handler);
     if (principal !== undefined) return `${route}\0u:${principal}`;
     if (context.getType() === 'http') {
@@ -434,6 +435,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
       const fail = (error: unknown) => {
         stopHeartbeat();
         timeRun(claim.route, started);
+        // A timeout interceptor inside this one gave up waiting, but the handler may run on:
+        // the claim stays until its lease runs out, so a retry cannot run it a second time now.
+        if (isTimeout(error)) {
+          this.logger.warn(
+            `${claim.handler}: timed out; ${claim.key} stays claimed until its lease runs out`,
+          );
+          reject(error);
+          return;
+        }
         void this.release(claim, error).then(() => reject(error));
       };
       try {
@@ -660,6 +670,14 @@ function bindsSubclass(target: object, handler: object): boolean {
       ? interceptor.prototype instanceof IdempotencyInterceptor
       : interceptor instanceof IdempotencyInterceptor &&
         interceptor.constructor !== IdempotencyInterceptor,
+  );
+}
+
+/** An error of a timeout interceptor: rxjs `timeout()` or Nest's RequestTimeoutException (408). */
+function isTimeout(error: unknown): boolean {
+  return (
+    error instanceof RequestTimeoutException ||
+    (error instanceof Error && error.name === 'TimeoutError')
   );
 }
 

@@ -21,9 +21,21 @@ const INTERCEPTORS_METADATA = '__interceptors__';
  * It rewrites metadata, so it must run before Nest reads it: during instance loading (the
  * module's constructor), which comes before routes and message handlers are registered.
  */
-export function hoistInterceptor(modules: ModulesContainer, interceptor: object): void {
+export function hoistInterceptor(
+  modules: ModulesContainer,
+  interceptor: abstract new (...args: never[]) => object,
+): void {
   const scanner = new MetadataScanner();
-  const isIt = (bound: unknown) => bound === interceptor;
+  // The interceptor, a subclass of it or an instance of either (a subclass bound by the user).
+  const isIt = (bound: unknown) =>
+    bound === interceptor ||
+    (typeof bound === 'function' && bound.prototype instanceof interceptor) ||
+    bound instanceof interceptor;
+  // Its bindings first (the class's own, else the interceptor itself), then the others.
+  const first = (bound: unknown[]) => {
+    const own = bound.filter(isIt);
+    return [...(own.length > 0 ? own : [interceptor]), ...bound.filter((b) => !isIt(b))];
+  };
   for (const module of modules.values()) {
     for (const { metatype } of module.controllers.values()) {
       if (typeof metatype !== 'function') continue;
@@ -35,15 +47,10 @@ export function hoistInterceptor(modules: ModulesContainer, interceptor: object)
       const onClass = bindings(metatype);
       const onMethods = handlers.filter((handler) => bindings(handler).some(isIt));
       if (onClass.some(isIt) || (onClass.length > 0 && onMethods.length > 0)) {
-        Reflect.defineMetadata(
-          INTERCEPTORS_METADATA,
-          [interceptor, ...onClass.filter((bound) => !isIt(bound))],
-          metatype,
-        );
+        Reflect.defineMetadata(INTERCEPTORS_METADATA, first(onClass), metatype);
       } else {
         for (const handler of onMethods) {
-          const rest = bindings(handler).filter((bound) => !isIt(bound));
-          Reflect.defineMetadata(INTERCEPTORS_METADATA, [interceptor, ...rest], handler);
+          Reflect.defineMetadata(INTERCEPTORS_METADATA, first(bindings(handler)), handler);
         }
       }
     }

@@ -29,9 +29,9 @@ interface ContainerHost {
 export class IdempotencySerializerError extends Error {
   constructor() {
     super(
-      'A request-scoped global ClassSerializerInterceptor (APP_INTERCEPTOR with scope REQUEST or ' +
-        'TRANSIENT) is only supported on HTTP routes. Register it singleton-scoped, or bind it ' +
-        'to the controller with @UseInterceptors().',
+      'A request-scoped global ClassSerializerInterceptor (APP_INTERCEPTOR with scope REQUEST) ' +
+        'is only supported on HTTP routes, and transient or durable ones not at all. Register it ' +
+        'singleton-scoped, or bind it to the controller with @UseInterceptors().',
     );
     this.name = 'IdempotencySerializerError';
   }
@@ -95,23 +95,26 @@ export class GlobalSerializers {
     const found = globals.filter(
       (interceptor) => interceptor instanceof ClassSerializerInterceptor,
     );
-    for (const wrapper of config?.getGlobalRequestInterceptors?.() ?? []) {
+    const scoped = config?.getGlobalRequestInterceptors?.() ?? [];
+    // Nest's router attached this request's context id to the request object.
+    const request =
+      scoped.length > 0 && context.getType() === 'http'
+        ? context.switchToHttp().getRequest<object>()
+        : undefined;
+    for (const wrapper of scoped) {
       const metatype = wrapper.metatype;
-      if (typeof metatype !== 'function') continue;
-      if (
-        metatype !== ClassSerializerInterceptor &&
-        !(metatype.prototype instanceof ClassSerializerInterceptor)
-      )
-        continue;
-      // Nest's router attached this request's context id to the request object.
-      const request =
-        context.getType() === 'http' ? context.switchToHttp().getRequest<object>() : undefined;
+      // A class provider names its class; a factory (useFactory) is known by what it made.
+      const isSerializerClass =
+        metatype === ClassSerializerInterceptor ||
+        (typeof metatype === 'function' &&
+          metatype.prototype instanceof ClassSerializerInterceptor);
       const host =
         request && wrapper.getInstanceByContextId(ContextIdFactory.getByRequest(request));
-      if (!host?.isResolved || !(host.instance instanceof ClassSerializerInterceptor)) {
-        throw new IdempotencySerializerError();
+      if (host?.isResolved && host.instance instanceof ClassSerializerInterceptor) {
+        found.push(host.instance);
+        continue;
       }
-      found.push(host.instance);
+      if (isSerializerClass) throw new IdempotencySerializerError();
     }
     return found;
   }

@@ -46,7 +46,8 @@ export interface IdempotencyOptions {
    * with every other caller of the route, and the route logs one warning.
    *
    * A function replaces that default: it returns the caller's tenant or account id (records with
-   * another value are never seen), or `undefined` for none. `'public'` opts a route out
+   * another value are never seen; `1` and `'1'` differ), or `undefined` / `null` for none, and
+   * then the principal applies as without the option. `'public'` opts a route out
    * explicitly, for genuinely public endpoints: records are shared by every caller, no warning.
    * Microservice handlers have no principal: use a function to scope them.
    */

@@ -105,6 +105,10 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     const record = this.owned(key, token);
     if (!record) return false;
     record.state = 'completed';
+    // Eviction goes by completion order: a slow request claimed first and completed last is the
+    // newest response, not the oldest (Map order is insertion order).
+    this.records.delete(key);
+    this.records.set(key, record);
     // Copy the body: the caller's buffer may be reused or mutated after the call.
     record.response = { meta: response.meta, body: Buffer.from(response.body) };
     record.expiresAt = this.now() + ttlMs;

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { digest } from './key';
 
 /** An object or array being walked, and where the walk is in it. */
 interface Frame {
@@ -97,7 +97,7 @@ export function fingerprint(parts: string[], payload: unknown): string {
     if (!found) break;
   }
   // 132 bits, as for key names (see hash() in key.ts): stored with every record.
-  return hash('sha256', out, 'base64url').slice(0, 22);
+  return digest(out);
 }
 
 /**
@@ -146,7 +146,8 @@ function isSorted(keys: string[]): boolean {
 
 /** A copy of `record` with its properties in the order of `keys`, as JSON.stringify lists them. */
 function inOrder(record: Record<string, unknown>, keys: string[]): Record<string, unknown> {
-  const ordered: Record<string, unknown> = {};
+  // No prototype: a `__proto__` key is then a property like any other, not the prototype setter.
+  const ordered = Object.create(null) as Record<string, unknown>;
   for (const key of keys) ordered[key] = record[key];
   return ordered;
 }

@@ -108,8 +108,24 @@ function readString(text: string, start: number): [string, number] {
  * name, and collisions stay out of reach (2^66 work even for chosen inputs).
  */
 export function hash(...parts: string[]): string {
+  return digest(parts.join('\0') + '\0');
+}
+
+/** A byte UTF-8 never holds: it sets apart the hashes of text that UTF-8 cannot encode. */
+const NOT_UTF8 = Buffer.from([0xff]);
+
+/**
+ * SHA-256 of `text` in base64url, cut to 22 characters. UTF-8 turns every lone surrogate into
+ * U+FFFD, so two such strings would share a hash: text that is not well formed is hashed as its
+ * UTF-16 code units instead, after a byte that never starts (or appears in) UTF-8.
+ */
+export function digest(text: string): string {
   // One-shot hashing is several times faster than createHash() for inputs this small.
-  return sha256('sha256', parts.join('\0') + '\0', 'base64url').slice(0, 22);
+  // String.prototype.isWellFormed: Node 20+, ES2024 (the compiler targets ES2022 types).
+  const input = (text as string & { isWellFormed(): boolean }).isWellFormed()
+    ? text
+    : Buffer.concat([NOT_UTF8, Buffer.from(text, 'utf16le')]);
+  return sha256('sha256', input, 'base64url').slice(0, 22);
 }
 
 /**

@@ -49,6 +49,11 @@ function identity(value: unknown): string | undefined {
   if (typeof value === 'string') return value === '' ? undefined : `s:${value}`;
   if (typeof value === 'number') return Number.isFinite(value) ? `n:${value}` : undefined;
   if (typeof value === 'bigint') return `i:${value}`;
+  // Binary ids (a UUID column as bytes): hex, since their text form replaces invalid UTF-8.
+  if (value instanceof Uint8Array)
+    return value.length === 0
+      ? undefined
+      : `x:${Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('hex')}`;
   if (
     typeof value === 'object' &&
     value !== null &&

@@ -10,6 +10,7 @@ import {
   Module,
   NestInterceptor,
   Post,
+  RequestTimeoutException,
   Scope,
   SerializeOptions,
   UseGuards,
@@ -20,9 +21,10 @@ import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Exclude, Expose, Transform } from 'class-transformer';
 import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
-import { Observable, tap } from 'rxjs';
+import { catchError, map, Observable, tap, throwError, timeout } from 'rxjs';
 import {
   Idempotent,
+  IdempotencyInterceptor,
   IdempotencyModule,
   IdempotencyModuleOptions,
   MemoryIdempotencyStore,
@@ -113,6 +115,15 @@ class OrdersController {
     return { run: hit('tenant') };
   }
 
+  @Post('tenant-or-user')
+  @Idempotent({
+    scope: (context) =>
+      context.switchToHttp().getRequest<{ user?: { tenantId?: string } }>().user?.tenantId,
+  })
+  tenantOrUser() {
+    return { run: hit('tenant-or-user') };
+  }
+
   @Post('card')
   @Idempotent()
   card() {
@@ -171,6 +182,51 @@ class StampedController {
   }
 }
 
+/** Answers 408 after 150 ms, as a typical timeout interceptor does; the handler runs on. */
+@Injectable()
+class Timeout150 implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(
+      timeout(150),
+      catchError(() => throwError(() => new RequestTimeoutException())),
+    );
+  }
+}
+
+@Controller('timed')
+class TimedController {
+  @Post()
+  @UseInterceptors(Timeout150)
+  @Idempotent({ scope: 'public' })
+  async slow() {
+    const run = hit('timed');
+    await gates.shift()?.promise;
+    return { run };
+  }
+}
+
+/** A user's subclass, bound below the route's own mapping interceptor. */
+@Injectable()
+class MyIdempotency extends IdempotencyInterceptor {}
+
+/** Hides `secret`, as a route's own serializer would. */
+@Injectable()
+class HideSecret implements NestInterceptor {
+  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    return next.handle().pipe(map(({ secret: _secret, ...rest }: Record<string, unknown>) => rest));
+  }
+}
+
+@Controller('subclassed')
+class SubclassedController {
+  @Post()
+  @UseInterceptors(HideSecret, MyIdempotency)
+  @Idempotent({ scope: 'public' })
+  card() {
+    return { id: hit('subclassed'), secret: 'secret-subclassed' };
+  }
+}
+
 /** One idempotent handler, inherited by a controller with interceptors of its own and one without. */
 class PaymentsBase {
   @Post()
@@ -196,7 +252,15 @@ async function start(
 ): Promise<{ app: INestApplication; url: string }> {
   @Module({
     imports: [IdempotencyModule.forRoot({ compression: false, ...options })],
-    controllers: [OrdersController, StampedController, StampedPayments, PlainPayments],
+    controllers: [
+      OrdersController,
+      StampedController,
+      StampedPayments,
+      PlainPayments,
+      SubclassedController,
+      TimedController,
+    ],
+    providers: [MyIdempotency],
   })
   class AppModule {}
   const app =
@@ -302,6 +366,14 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
         expect(t2.json()).toEqual(t1.json());
       });
 
+      it('falls back to the principal when the scope function returns none', async () => {
+        const key = newKey();
+        const a = await post(url, '/orders/tenant-or-user', { key, headers: alice });
+        const b = await post(url, '/orders/tenant-or-user', { key, headers: bob });
+        expect(b.headers.get('idempotent-replayed')).toBeNull();
+        expect(b.json()).not.toEqual(a.json());
+      });
+
       it('warns once for a route with no principal and no scope', async () => {
         const warn = jest.spyOn(Logger.prototype, 'warn');
         try {
@@ -331,6 +403,7 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
           },
         ],
         ['/orders/view', { id: 7 }],
+        ['/subclassed', { id: expect.any(Number) }],
       ])('%s: no secret in the store, replay byte for byte', async (path, expected) => {
         const key = newKey();
         const first = await post(url, path, { key, headers: alice });
@@ -376,6 +449,17 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
       }
     });
 
+    it('keeps the claim when a timeout interceptor inside gave up: a retry gets 409, not a second run', async () => {
+      const held = deferred();
+      gates.push({ promise: held.promise, started: () => undefined });
+      const key = newKey();
+      const before = runs.get('timed') ?? 0;
+      expect((await post(url, '/timed', { key })).status).toBe(408);
+      expect((await post(url, '/timed', { key })).status).toBe(409);
+      held.resolve();
+      expect(runs.get('timed')).toBe(before + 1);
+    });
+
     describe('Retry-After on 409', () => {
       it('follows how long the handler takes, not the 30 s lease', async () => {
         // One timed run of about 2.2 s.
@@ -401,8 +485,27 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
   });
 });
 
-describe.each(PLATFORMS)('a request-scoped global serializer on %s', (platform) => {
-  const prefix = uniquePrefix(`safe-scoped-${platform}`);
+const SCOPED_SERIALIZERS = {
+  useClass: {
+    provide: APP_INTERCEPTOR,
+    useClass: ClassSerializerInterceptor,
+    scope: Scope.REQUEST,
+  },
+  useFactory: {
+    provide: APP_INTERCEPTOR,
+    scope: Scope.REQUEST,
+    inject: [Reflector],
+    useFactory: (reflector: Reflector) => new ClassSerializerInterceptor(reflector),
+  },
+};
+
+describe.each(
+  PLATFORMS.flatMap((platform) => [
+    [platform, 'useClass'] as const,
+    [platform, 'useFactory'] as const,
+  ]),
+)('a request-scoped global serializer on %s (%s)', (platform, kind) => {
+  const prefix = uniquePrefix(`safe-scoped-${platform}-${kind}`);
   let redis: Redis;
   let app: INestApplication;
   let url: string;
@@ -414,9 +517,7 @@ describe.each(PLATFORMS)('a request-scoped global serializer on %s', (platform) 
         IdempotencyModule.forRoot({ redis: testRedisUrl(), keyPrefix: prefix, compression: false }),
       ],
       controllers: [OrdersController],
-      providers: [
-        { provide: APP_INTERCEPTOR, useClass: ClassSerializerInterceptor, scope: Scope.REQUEST },
-      ],
+      providers: [SCOPED_SERIALIZERS[kind]],
     })
     class AppModule {}
     app =

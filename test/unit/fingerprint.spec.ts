@@ -104,3 +104,17 @@ describe('fingerprint forms', () => {
     expect(fingerprint(parts, root)).toMatch(/^[\w-]{22}$/);
   });
 });
+
+describe('fingerprint of hostile text', () => {
+  const parts = ['POST', '/x'];
+  it.each([
+    // Keys unsorted, so the sorted copy is built: __proto__ (as JSON.parse makes it) stays a key.
+    ['{"amount":1,"__proto__":"x"}', '{"amount":1}'],
+    ['{"b":1,"a":1,"__proto__":"x"}', '{"b":1,"a":1,"__proto__":"y"}'],
+    // Lone surrogates, which UTF-8 would turn into the same U+FFFD.
+    ['{"note":"\\ud800","meta":{"x":1}}', '{"note":"\\udc00","meta":{"x":1}}'],
+    ['{"note":"\\ud800"}', '{"note":"\\ufffd"}'],
+  ])('tells %s from %s', (a, b) => {
+    expect(fingerprint(parts, JSON.parse(a))).not.toBe(fingerprint(parts, JSON.parse(b)));
+  });
+});

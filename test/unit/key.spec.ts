@@ -87,6 +87,12 @@ describe('recordKey', () => {
     expect(key).toMatch(/^idempotency:\{[A-Za-z0-9_-]{22}\}$/);
   });
 
+  it('keeps lone surrogates apart (UTF-8 would make both U+FFFD)', () => {
+    expect(recordKey('p:', 'A\0u:id=s:user-\ud800', 'k')).not.toBe(
+      recordKey('p:', 'A\0u:id=s:user-\udc00', 'k'),
+    );
+  });
+
   it('separates scopes: the same client key on two handlers gives two records', () => {
     expect(recordKey('p:', 'A.create', 'k')).not.toBe(recordKey('p:', 'B.create', 'k'));
   });

@@ -34,6 +34,19 @@ describe('MemoryIdempotencyStore limits', () => {
     expect((await claim(store, 'c')).status).toBe('claimed');
   });
 
+  it('evicts by completion order: a slow request claimed first keeps its fresh response', async () => {
+    const store = new MemoryIdempotencyStore({ maxBytes: 2_500, sweepIntervalMs: 0 });
+    const kilobyte = { meta: 'm', body: Buffer.alloc(1_000) };
+    await claim(store, 'slow');
+    await claim(store, 'fast');
+    await store.complete('fast', 'fast', kilobyte, 60_000);
+    await store.complete('slow', 'slow', kilobyte, 60_000);
+    await claim(store, 'next');
+    await store.complete('next', 'next', kilobyte, 60_000);
+    expect((await claim(store, 'slow')).status).toBe('completed');
+    expect((await claim(store, 'fast')).status).toBe('claimed');
+  });
+
   it('keeps 300 completed 0.9 MB responses within the default 32 MiB', async () => {
     const store = new MemoryIdempotencyStore({ sweepIntervalMs: 0 });
     const body = Buffer.alloc(900_000);

@@ -22,6 +22,8 @@ describe('principalId', () => {
     ['1', 1],
     [{ _id: { toString: () => '1' } }, { _id: '1' }],
     [{ userId: 1n }, { userId: 1 }],
+    // Binary ids: as text, invalid UTF-8 would all read as U+FFFD.
+    [{ id: Buffer.from('80'.repeat(16), 'hex') }, { id: Buffer.from('ff'.repeat(16), 'hex') }],
   ])('never gives %p and %p one identity', (a, b) => {
     expect(principalId(a, 'h')).not.toBe(principalId(b, 'h'));
   });
