@@ -24,3 +24,18 @@ export const { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, ASYN
       }),
     )
     .build();
+
+/** What `IdempotencyModule.forRoot()` takes: the module options plus `isGlobal` and `globalInterceptor`. */
+export type IdempotencyModuleRootOptions = typeof OPTIONS_TYPE;
+
+/**
+ * What `IdempotencyModule.forRootAsync()` takes: `imports`, `inject` and `useFactory`, or a class
+ * ({@link IdempotencyOptionsFactory}) with `useClass` / `useExisting`, plus `isGlobal` and
+ * `globalInterceptor`.
+ */
+export type IdempotencyModuleAsyncOptions = typeof ASYNC_OPTIONS_TYPE;
+
+/** A class that `forRootAsync({ useClass })` or `{ useExisting }` instantiates to get the options. */
+export interface IdempotencyOptionsFactory {
+  createIdempotencyOptions(): IdempotencyModuleOptions | Promise<IdempotencyModuleOptions>;
+}

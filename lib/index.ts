@@ -9,13 +9,13 @@ export {
   DEFAULT_REPLAY_HEADERS,
 } from './idempotency.constants';
 export { IdempotencyModule } from './idempotency.module';
+export type {
+  IdempotencyModuleAsyncOptions,
+  IdempotencyModuleRootOptions,
+  IdempotencyOptionsFactory,
+} from './idempotency.module-definition';
 export type { IdempotencyContextAdapter } from './adapters/context-adapter';
 export type { ResponseSnapshot } from './utils/response-codec';
-export {
-  DEFAULT_PROBLEM_TYPE_BASE,
-  type IdempotencyProblemDetails,
-} from './adapters/http-context.adapter';
-export type { IdempotencyMetrics, IdempotencyStoreOperation } from './observability/metrics';
 export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS } from './utils/principal';
 export { IdempotencySerializerError } from './interceptors/serializers';
 export { rmqManualAck } from './microservices/rmq-manual-ack';

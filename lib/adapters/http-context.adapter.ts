@@ -1,64 +1,29 @@
-import { ExecutionContext, HttpException, HttpStatus } from '@nestjs/common';
+import { ExecutionContext, HttpException } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
 import type { ServerResponse } from 'node:http';
 import { Observable, of } from 'rxjs';
 import { FORBIDDEN_REPLAY_HEADERS, REPLAYED_HEADER } from '../idempotency.constants';
 import {
-  IdempotencyError,
-  IdempotencyErrorCode,
-  IdempotencyErrorTitle,
-} from '../errors/idempotency.errors';
+  DEFAULT_PROBLEM_TYPE_BASE,
+  HTTP_ERROR_NAME,
+  IDEMPOTENCY_HTTP_STATUS,
+  type IdempotencyProblemDetails,
+} from '../errors/http-status';
+import { IdempotencyError, IdempotencyErrorTitle } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
+import {
+  RESPONSE_PARAM_TYPES,
+  RESPONSE_PASSTHROUGH_METADATA,
+  ROUTE_ARGS_METADATA,
+  SSE_METADATA,
+} from '../utils/nest-metadata';
 import type { IdempotencyContextAdapter } from './context-adapter';
-
-/** Nest's metadata keys for route arguments, `@Res({ passthrough })` and SSE (Nest 10-12). */
-const ROUTE_ARGS_METADATA = '__routeArguments__';
-const RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
-const SSE_METADATA = '__sse__';
-/** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT`. */
-const RESPONSE_PARAM_TYPES = ['1', '2'];
-
-/** The HTTP status each error code is answered with. */
-export const IDEMPOTENCY_HTTP_STATUS: Record<IdempotencyErrorCode, HttpStatus> = {
-  [IdempotencyErrorCode.KeyMissing]: HttpStatus.BAD_REQUEST,
-  [IdempotencyErrorCode.KeyInvalid]: HttpStatus.BAD_REQUEST,
-  [IdempotencyErrorCode.InProgress]: HttpStatus.CONFLICT,
-  [IdempotencyErrorCode.Mismatch]: HttpStatus.UNPROCESSABLE_ENTITY,
-  [IdempotencyErrorCode.StoreUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
-};
-
-const ERROR_NAME: Record<number, string> = {
-  400: 'Bad Request',
-  409: 'Conflict',
-  422: 'Unprocessable Entity',
-  503: 'Service Unavailable',
-};
-
-/**
- * Default base of the problem `type` URIs (option `problemDetails: true`): this package's README
- * on npm, where each error code has a heading; the code, lower-cased, is the heading's anchor.
- */
-export const DEFAULT_PROBLEM_TYPE_BASE = 'https://www.npmjs.com/package/nestjs-idempotency#';
 
 /** Media type of RFC 9457 problem details in JSON. */
 const PROBLEM_JSON = 'application/problem+json';
 const JSON_TYPE = 'application/json';
-
-/** An RFC 9457 problem details body, as sent with the option `problemDetails`. */
-export interface IdempotencyProblemDetails {
-  /** URI of the problem type: the base (`typeBaseUri`) followed by the lower-cased `code`. */
-  type: string;
-  /** Short summary of the problem type; the same for every occurrence. */
-  title: string;
-  /** The HTTP status code (400, 409, 422 or 503). */
-  status: number;
-  /** What went wrong in this occurrence. */
-  detail: string;
-  /** Stable error code, e.g. `IDEMPOTENCY_IN_PROGRESS` (an extension member). */
-  code: IdempotencyErrorCode;
-}
 
 interface HttpRequestLike {
   method: string;
@@ -177,7 +142,12 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     }
     if (!options.problemDetails) {
       return new HttpException(
-        { statusCode: status, error: ERROR_NAME[status], code: error.code, message: error.message },
+        {
+          statusCode: status,
+          error: HTTP_ERROR_NAME[status],
+          code: error.code,
+          message: error.message,
+        },
         status,
         { cause: error },
       );
@@ -218,7 +188,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     const target = context.getClass();
     const args = Reflect.getMetadata(ROUTE_ARGS_METADATA, target, handler.name) ?? {};
     const injectsResponse = Object.keys(args).some((key) =>
-      RESPONSE_PARAM_TYPES.includes(key.split(':')[0]),
+      RESPONSE_PARAM_TYPES.includes(Number(key.split(':')[0])),
     );
     const passthrough = Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, target, handler.name);
     const reason =

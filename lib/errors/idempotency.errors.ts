@@ -3,7 +3,7 @@ export const IdempotencyErrorCode = {
   KeyMissing: 'IDEMPOTENCY_KEY_MISSING',
   KeyInvalid: 'IDEMPOTENCY_KEY_INVALID',
   InProgress: 'IDEMPOTENCY_IN_PROGRESS',
-  Mismatch: 'IDEMPOTENCY_KEY_REUSED',
+  KeyReused: 'IDEMPOTENCY_KEY_REUSED',
   StoreUnavailable: 'IDEMPOTENCY_STORE_UNAVAILABLE',
 } as const;
 
@@ -52,8 +52,8 @@ export class IdempotencyInProgressError extends IdempotencyError {
 }
 
 /** The key was used before with a different request (method, path or body). */
-export class IdempotencyMismatchError extends IdempotencyError {
-  readonly code = IdempotencyErrorCode.Mismatch;
+export class IdempotencyKeyReusedError extends IdempotencyError {
+  readonly code = IdempotencyErrorCode.KeyReused;
   constructor() {
     super('This idempotency key was already used with a different request payload.');
   }
@@ -70,13 +70,6 @@ export class IdempotencyStoreUnavailableError extends IdempotencyError {
   }
 }
 
-/** A store call that took longer than `storeTimeout`. */
-export class IdempotencyStoreTimeoutError extends Error {
-  constructor(operation: string, timeoutMs: number) {
-    super(`Idempotency store ${operation} timed out after ${timeoutMs} ms`);
-  }
-}
-
 /**
  * A short, human-readable summary of each error code: the same for every occurrence (the RFC 9457
  * problem `title`; the occurrence's own explanation is the error's message).
@@ -85,6 +78,6 @@ export const IdempotencyErrorTitle: Record<IdempotencyErrorCode, string> = {
   [IdempotencyErrorCode.KeyMissing]: 'Idempotency key missing',
   [IdempotencyErrorCode.KeyInvalid]: 'Invalid idempotency key',
   [IdempotencyErrorCode.InProgress]: 'Request with this idempotency key in progress',
-  [IdempotencyErrorCode.Mismatch]: 'Idempotency key reused with another request',
+  [IdempotencyErrorCode.KeyReused]: 'Idempotency key reused with another request',
   [IdempotencyErrorCode.StoreUnavailable]: 'Idempotency store unavailable',
 };

@@ -1,7 +1,5 @@
 import { MetadataScanner, type ModulesContainer } from '@nestjs/core';
-
-/** Nest's metadata key of `@UseInterceptors()` bindings (Nest 10-12). */
-const INTERCEPTORS_METADATA = '__interceptors__';
+import { INTERCEPTORS_METADATA } from '../utils/nest-metadata';
 
 /**
  * Makes `interceptor` (bound by `@Idempotent()`) the outermost of the controller- and method-level

@@ -14,7 +14,7 @@ export type IdempotencyEventType =
    */
   | 'waiting'
   /** The key was reused with another payload (422). */
-  | 'mismatch'
+  | 'key_reused'
   /** The handler failed (or its response cannot be stored) and the claim was given up. */
   | 'released'
   /** The completion was refused because this request no longer owned the key. */

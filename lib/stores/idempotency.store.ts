@@ -24,7 +24,7 @@ export interface StoredResponse {
 /**
  * What a store may hand its watchers when a record completes: the stored response and the
  * fingerprint it was stored under. A waiter with the same fingerprint replays it without claiming
- * again; any other waiter claims (and gets the mismatch).
+ * again; any other waiter claims (and gets key_reused).
  */
 export interface CompletedOutcome {
   fingerprint: string;
@@ -41,9 +41,22 @@ export type ClaimResult =
   /** Another owner holds the lease; `retryAfterMs` is the time it has left. */
   | { status: 'in_progress'; retryAfterMs: number }
   /** The key was first used with another request fingerprint. */
-  | { status: 'mismatch' }
+  | { status: 'key_reused' }
   /** The key completed earlier: replay `response`. */
   | { status: 'completed'; response: StoredResponse };
+
+/** What {@link IdempotencyStore.inspect} reports of a record. */
+export type RecordInspection =
+  /** No live record: never claimed, released, expired or deleted. */
+  | { state: 'absent' }
+  /** A handler holds the key; its lease runs out in `leaseMsLeft` unless renewed. */
+  | { state: 'pending'; leaseMsLeft: number }
+  /**
+   * The response is stored. `meta` is the stored meta (status, headers, body type), `bytes` the
+   * stored body's size (compressed if it was), `ageMs` the time since completion, `ttlMsLeft`
+   * the time until the record is forgotten. Times come from the store's clock.
+   */
+  | { state: 'completed'; meta: string; bytes: number; ageMs: number; ttlMsLeft: number };
 
 /**
  * The storage contract behind the interceptor: one record per key, every operation atomic and
@@ -88,6 +101,44 @@ export abstract class IdempotencyStore {
     return undefined;
   }
 
+  /**
+   * Reports a record's state without changing it (operators, support tools). Stores that cannot
+   * inspect throw.
+   */
+  async inspect(_key: string): Promise<RecordInspection> {
+    throw new Error(`${this.constructor.name} does not support inspect()`);
+  }
+
+  /**
+   * Deletes a record whatever its state and owner (operators purging a stored response or freeing
+   * a stuck key), and notifies the key's watchers, so a waiting duplicate claims it. A handler
+   * still running under a deleted claim is fenced: its completion is refused.
+   * @returns whether there was a live record. Stores that cannot delete throw.
+   */
+  async delete(_key: string): Promise<boolean> {
+    throw new Error(`${this.constructor.name} does not support delete()`);
+  }
+
   /** Free resources the store created (timers, connections it owns). Never closes borrowed clients. */
   async close(): Promise<void> {}
+}
+
+/**
+ * A store that can write a completion inside the application's own database transaction (option
+ * `transactional`), so that the record commits, or rolls back, with the handler's writes.
+ */
+export interface TransactionalIdempotencyStore extends IdempotencyStore {
+  /**
+   * Writes the completion through `tx`, the transaction the app's `TransactionHost`
+   * (`@nestjs-cls/transactional`) exposes (a TypeORM `EntityManager`, a node-postgres client...),
+   * only if `token` still owns the pending record (fencing).
+   * @returns false when it does not: the caller must roll the transaction back.
+   */
+  completeInTransaction(
+    tx: unknown,
+    key: string,
+    token: string,
+    response: StoredResponse,
+    ttlMs: number,
+  ): Promise<boolean>;
 }

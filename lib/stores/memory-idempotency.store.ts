@@ -88,7 +88,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
       return { status: 'claimed' };
     }
     if (request.fingerprint && record.fingerprint && record.fingerprint !== request.fingerprint) {
-      return { status: 'mismatch' };
+      return { status: 'key_reused' };
     }
     if (record.state === 'completed') {
       return { status: 'completed', response: record.response! };

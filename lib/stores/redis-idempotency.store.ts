@@ -8,6 +8,7 @@ import {
   StoredResponse,
   WatchListener,
 } from './idempotency.store';
+import { withTimeout } from '../utils/timeout';
 import { defineIdempotencyCommands, IdempotencyCommands } from './redis-scripts';
 
 /** Options of {@link RedisIdempotencyStore}. */
@@ -23,7 +24,7 @@ export interface RedisIdempotencyStoreOptions {
 const enum ClaimCode {
   Claimed = 1,
   InProgress = 2,
-  Mismatch = 3,
+  KeyReused = 3,
   Completed = 4,
 }
 
@@ -73,8 +74,8 @@ export class RedisIdempotencyStore extends IdempotencyStore {
         return { status: 'claimed' };
       case ClaimCode.InProgress:
         return { status: 'in_progress', retryAfterMs: Math.max(Number(reply[1]), 0) };
-      case ClaimCode.Mismatch:
-        return { status: 'mismatch' };
+      case ClaimCode.KeyReused:
+        return { status: 'key_reused' };
       case ClaimCode.Completed:
         return {
           status: 'completed',
@@ -232,13 +233,7 @@ async function disconnect(client: Redis | Cluster): Promise<void> {
     () => ended,
     () => client.disconnect(),
   );
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<'timeout'>(
-    (resolve) => (timer = setTimeout(() => resolve('timeout'), QUIT_TIMEOUT_MS)),
+  await withTimeout(quit, QUIT_TIMEOUT_MS, () => new Error('QUIT timed out')).catch(() =>
+    client.disconnect(),
   );
-  try {
-    if ((await Promise.race([quit, timeout])) === 'timeout') client.disconnect();
-  } finally {
-    clearTimeout(timer);
-  }
 }

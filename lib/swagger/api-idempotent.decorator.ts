@@ -1,18 +1,15 @@
 import { RequestMethod, Type } from '@nestjs/common';
 import { ApiHeader, DECORATORS } from '@nestjs/swagger';
-import { IDEMPOTENCY_HTTP_STATUS } from '../adapters/http-context.adapter';
 import { Idempotent } from '../decorators/idempotent.decorator';
+import { IDEMPOTENCY_HTTP_STATUS } from '../errors/http-status';
 import { IdempotencyErrorCode, IdempotencyErrorTitle } from '../errors/idempotency.errors';
 import { REPLAYED_HEADER } from '../idempotency.constants';
 import type {
   IdempotencyOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
+import { HTTP_CODE_METADATA, METHOD_METADATA } from '../utils/nest-metadata';
 import { DEFAULT_OPTIONS, mergeOptions } from '../utils/options';
-
-/** Nest's metadata keys for the route's HTTP method and `@HttpCode()` (Nest 10-12). */
-const METHOD_METADATA = 'method';
-const HTTP_CODE_METADATA = '__httpCode__';
 
 /**
  * Settings {@link ApiIdempotent} documents. They stand in for the module's `forRoot()` options,
@@ -151,7 +148,7 @@ function errorCodes(options: ResolvedIdempotencyOptions): Map<number, Idempotenc
   const possible = Object.values(IdempotencyErrorCode).filter(
     (code) =>
       (code !== IdempotencyErrorCode.KeyMissing || options.required) &&
-      (code !== IdempotencyErrorCode.Mismatch || options.fingerprint) &&
+      (code !== IdempotencyErrorCode.KeyReused || options.fingerprint) &&
       (code !== IdempotencyErrorCode.StoreUnavailable || !options.failOpen),
   );
   for (const code of possible) {
@@ -180,7 +177,7 @@ const DESCRIPTIONS: Record<IdempotencyErrorCode, (options: ResolvedIdempotencyOp
       `the key is empty, over ${o.maxKeyLength} characters, not printable ASCII, or sent twice`,
     [IdempotencyErrorCode.InProgress]: () =>
       'a request with this key is still being processed; retry after Retry-After seconds',
-    [IdempotencyErrorCode.Mismatch]: () =>
+    [IdempotencyErrorCode.KeyReused]: () =>
       'the key was already used with another request (method, path or body)',
     [IdempotencyErrorCode.StoreUnavailable]: () =>
       'the idempotency store is unavailable and nothing was processed; retry after Retry-After seconds',

@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { IdempotencyStore } from '../stores/idempotency.store';
+import { withTimeout } from '../utils/timeout';
 
 /** Options of {@link IdempotencyHealthIndicator.pingCheck}. */
 export interface IdempotencyPingCheckOptions {
@@ -53,7 +54,7 @@ export class IdempotencyHealthIndicator {
     const indicator = this.health.check(key);
     const timeout = options.timeout ?? 1_000;
     try {
-      await withTimeout(this.ping(), timeout);
+      await withTimeout(this.ping(), timeout, () => new Error(`timeout of ${timeout} ms exceeded`));
       return indicator.up();
     } catch (error) {
       return indicator.down({ message: error instanceof Error ? error.message : String(error) });
@@ -69,19 +70,5 @@ export class IdempotencyHealthIndicator {
       leaseMs: HEALTH_LEASE_MS,
     });
     if (result.status === 'claimed') await this.store.release(key, token);
-  }
-}
-
-/** `promise`, or a rejection after `ms`. A late rejection of `promise` is ignored, not unhandled. */
-async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timeout of ${ms} ms exceeded`)), ms);
-  });
-  promise.catch(() => {});
-  try {
-    return await Promise.race([promise, timeout]);
-  } finally {
-    clearTimeout(timer);
   }
 }

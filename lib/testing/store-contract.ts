@@ -207,10 +207,10 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
       async () => {
         const k = key();
         await claim(k, 'a', 'one', 60_000);
-        assert.deepEqual(await claim(k, 'b', 'two'), { status: 'mismatch' });
+        assert.deepEqual(await claim(k, 'b', 'two'), { status: 'key_reused' });
         assert.equal((await claim(k, 'b', '')).status, 'in_progress');
         await store.complete(k, 'a', response('done'), 60_000);
-        assert.deepEqual(await claim(k, 'b', 'two'), { status: 'mismatch' });
+        assert.deepEqual(await claim(k, 'b', 'two'), { status: 'key_reused' });
         assert.equal((await claim(k, 'b', 'one')).status, 'completed');
         assert.equal((await claim(k, 'b', '')).status, 'completed');
       },

@@ -115,7 +115,7 @@ describe.each(PLATFORMS)('OpenTelemetry metrics on %s with Redis', (platform) =>
       claimed: 1,
       completed: 1,
       replayed: 1,
-      mismatch: 1,
+      key_reused: 1,
       bypassed: 1,
     });
     // A request refused for want of its key: rejected, nothing claimed or run.

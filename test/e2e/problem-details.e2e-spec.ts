@@ -78,7 +78,7 @@ describe.each(PLATFORMS)('RFC 9457 problem details on %s', (platform) => {
       const key = newKey();
       expect((await post(t.url, '/payments', { key, body: { amount: 1 } })).status).toBe(201);
       const reused = await post(t.url, '/payments', { key, body: { amount: 2 } });
-      expectProblem(reused, 422, IdempotencyErrorCode.Mismatch);
+      expectProblem(reused, 422, IdempotencyErrorCode.KeyReused);
     });
 
     it("leaves the handler's own errors and successful responses as they were", async () => {

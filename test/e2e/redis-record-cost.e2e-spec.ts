@@ -33,7 +33,7 @@ describe('what a cheap request costs Redis, whatever the stored body size', () =
     expect(await store.complete('big', 'first', { meta: '{}', body }, 60_000)).toBe(true);
     await client.config('RESETSTAT');
     const other = { token: 'second', fingerprint: 'fingerprint-b', leaseMs: 30_000 };
-    expect(await store.claim('big', other)).toEqual({ status: 'mismatch' });
+    expect(await store.claim('big', other)).toEqual({ status: 'key_reused' });
     // The state and fingerprint come from the record's first bytes; GET would copy all of it.
     expect(await calls(client, 'get')).toBe(0);
     expect(await calls(client, 'getrange')).toBe(1);

@@ -109,7 +109,7 @@ describe('@ApiIdempotent() in the OpenAPI document of a real app', () => {
       responses[status].content['application/json'].schema.properties.code.enum;
     expect(code('400')).toEqual([IdempotencyErrorCode.KeyMissing, IdempotencyErrorCode.KeyInvalid]);
     expect(code('409')).toEqual([IdempotencyErrorCode.InProgress]);
-    expect(code('422')).toEqual([IdempotencyErrorCode.Mismatch]);
+    expect(code('422')).toEqual([IdempotencyErrorCode.KeyReused]);
     expect(code('503')).toEqual([IdempotencyErrorCode.StoreUnavailable]);
     expect(responses['409'].headers['Retry-After'].schema).toEqual({ type: 'integer', minimum: 1 });
     expect(responses['503'].headers['Retry-After']).toBeDefined();

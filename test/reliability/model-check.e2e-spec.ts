@@ -81,7 +81,7 @@ class Model {
           });
           return { status: 'claimed' };
         }
-        if (o.fp && record.fp && o.fp !== record.fp) return { status: 'mismatch' };
+        if (o.fp && record.fp && o.fp !== record.fp) return { status: 'key_reused' };
         if (record.state === 'completed') return { status: 'completed', body: record.body };
         return { status: 'in_progress', retryAfterMs: record.expiresAt - this.now };
       case 'complete':

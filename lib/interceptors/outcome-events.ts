@@ -1,0 +1,49 @@
+import type { Logger } from '@nestjs/common';
+import type { IdempotencyEventType } from '../interfaces/idempotency-event.interface';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import type { IdempotencyMetrics } from '../observability/metrics';
+
+/**
+ * Reports what happened to each request: to `onEvent`, to the metrics, and (once per kind and
+ * handler) to the log.
+ */
+export class OutcomeEvents {
+  private readonly warned = new Set<string>();
+
+  constructor(
+    private readonly logger: Logger,
+    readonly metrics?: IdempotencyMetrics,
+  ) {}
+
+  emit(
+    options: Pick<ResolvedIdempotencyOptions, 'onEvent'>,
+    type: IdempotencyEventType,
+    handler: string,
+    key?: string,
+    error?: unknown,
+  ): void {
+    this.metrics?.outcome(type, handler);
+    if (!options.onEvent) return;
+    try {
+      options.onEvent({ type, handler, key, error });
+    } catch (listenerError) {
+      this.logger.error(`onEvent listener threw (${describe(listenerError)})`);
+    }
+  }
+
+  /**
+   * Logs a warning the first time `kind` happens on a handler. Kinds are few per handler, so the
+   * set stays small; messages (with sizes or error texts) would grow it without bound.
+   */
+  warnOnce(handler: string, message: string, kind = message): void {
+    const id = `${handler}\0${kind}`;
+    if (this.warned.has(id)) return;
+    this.warned.add(id);
+    this.logger.warn(`${handler}: ${message}`);
+  }
+}
+
+/** An error's message, or the value as text. */
+export function describe(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -1,0 +1,115 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { Reflector } from '@nestjs/core';
+import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import {
+  EVENT_HANDLER,
+  INTERCEPTORS_METADATA,
+  PATH_METADATA,
+  PATTERN_HANDLER_METADATA,
+  PATTERN_METADATA,
+  VERSION_METADATA,
+} from '../utils/nest-metadata';
+import { mergeOptions, type ResolvedModuleOptions } from '../utils/options';
+
+/** Nest's metadata that tells routes apart: path, version, microservice pattern. */
+const ROUTE_METADATA = [PATH_METADATA, VERSION_METADATA, PATTERN_METADATA];
+
+/** What the interceptor works out once per route. */
+export interface Route {
+  options: ResolvedIdempotencyOptions;
+  /** `Controller.method`, for logs and events. */
+  name: string;
+  /** What tells this route apart from every other: name, path, version, pattern. */
+  id: string;
+  /** A subclass of the interceptor is bound to the route as well, and handles its requests. */
+  subclassBound: boolean;
+  /** Mean time its handler takes in this process, in ms (moving average); 0 before a first run. */
+  runMs: number;
+}
+
+/** Weight of the newest run in a route's mean handler time (an exponential moving average). */
+const RUN_TIME_WEIGHT = 0.2;
+
+/**
+ * Works out, once per controller class and handler, whether a route is idempotent and with which
+ * options (module < `@EventPattern` defaults < controller < method), and caches it.
+ */
+export class RouteResolver {
+  private readonly routes = new WeakMap<object, WeakMap<object, Route | null>>();
+
+  /**
+   * @param interceptor the class of the interceptor resolving routes: the base class steps aside
+   *   on routes that also bind a subclass of it.
+   */
+  constructor(
+    private readonly reflector: Reflector,
+    private readonly options: ResolvedModuleOptions,
+    private readonly interceptor: abstract new (...args: never[]) => object,
+    private readonly isBase: boolean,
+  ) {}
+
+  /** The cached facts of an `@Idempotent()` route, or null for any other route. */
+  resolve(context: ExecutionContext): Route | null {
+    const target = context.getClass();
+    const handler = context.getHandler();
+    let perClass = this.routes.get(target);
+    if (!perClass) this.routes.set(target, (perClass = new WeakMap()));
+    let route = perClass.get(handler);
+    if (route === undefined) {
+      route = this.build(target, handler);
+      perClass.set(handler, route);
+    }
+    return route;
+  }
+
+  private build(target: object, handler: object): Route | null {
+    const onClass = this.reflector.get(IdempotentOptions, target as never);
+    const onMethod = this.reflector.get(IdempotentOptions, handler as never);
+    if (!onClass && !onMethod) return null;
+    const name = routeName(target, handler);
+    const metadata = ROUTE_METADATA.map((key) => [
+      Reflect.getMetadata(key, target),
+      Reflect.getMetadata(key, handler),
+    ]);
+    const isEvent = Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === EVENT_HANDLER;
+    return {
+      options: mergeOptions(
+        this.options,
+        isEvent ? this.options.eventDefaults : undefined,
+        onClass,
+        onMethod,
+      ),
+      name,
+      id: JSON.stringify([name, metadata]),
+      subclassBound: this.isBase && this.bindsSubclass(target, handler),
+      runMs: 0,
+    };
+  }
+
+  /** Whether `@UseInterceptors()` on the class or the handler binds a subclass of the interceptor. */
+  private bindsSubclass(target: object, handler: object): boolean {
+    const bound: unknown[] = [
+      ...((Reflect.getMetadata(INTERCEPTORS_METADATA, target) as unknown[] | undefined) ?? []),
+      ...((Reflect.getMetadata(INTERCEPTORS_METADATA, handler) as unknown[] | undefined) ?? []),
+    ];
+    const base = this.interceptor;
+    return bound.some((interceptor) =>
+      typeof interceptor === 'function'
+        ? interceptor.prototype instanceof base
+        : interceptor instanceof base && interceptor.constructor !== base,
+    );
+  }
+}
+
+/** Adds one run of the handler to its route's mean handler time. */
+export function timeRun(route: Route | null, started: number): void {
+  if (!route) return;
+  const ms = performance.now() - started;
+  route.runMs = route.runMs === 0 ? ms : route.runMs + (ms - route.runMs) * RUN_TIME_WEIGHT;
+}
+
+/** `Controller.method`. */
+export function routeName(target: object, handler: object): string {
+  return `${(target as { name: string }).name}.${(handler as { name: string }).name}`;
+}

@@ -1,0 +1,147 @@
+import type { Logger } from '@nestjs/common';
+import { IdempotencyStoreTimeoutError } from '../errors/store-timeout.error';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import type { IdempotencyStoreOperation } from '../observability/metrics';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+  WatchListener,
+} from '../stores/idempotency.store';
+import { withTimeout } from '../utils/timeout';
+import { describe, type OutcomeEvents } from './outcome-events';
+
+/** One request's claim, as the interceptor tracks it while the handler runs. */
+export interface Claim {
+  /** The store key (prefix and hash). */
+  key: string;
+  /** The owner token. */
+  token: string;
+  /** `Controller.method`, for logs and events. */
+  handler: string;
+  options: ResolvedIdempotencyOptions;
+}
+
+/**
+ * The store, as the request path calls it: every call bounded by `storeTimeout` and timed for the
+ * metrics, a claim that lands after its request gave up released, and the lease renewed while the
+ * handler runs.
+ */
+export class StoreCalls {
+  constructor(
+    readonly store: IdempotencyStore,
+    private readonly events: OutcomeEvents,
+    private readonly logger: Logger,
+  ) {}
+
+  /**
+   * One claim. A claim that timed out may still reach the store later (queued while Redis was
+   * connecting or stalled): if it then claims the key, nobody runs the handler, so it is released
+   * at once instead of staying pending for lockTtl.
+   */
+  async claim(claim: Claim, request: ClaimRequest): Promise<ClaimResult> {
+    const claiming = this.store.claim(claim.key, request);
+    try {
+      return await this.call('claim', claiming, claim.options);
+    } catch (error) {
+      if (error instanceof IdempotencyStoreTimeoutError) {
+        claiming.then(
+          (late) => (late.status === 'claimed' ? this.release(claim, error) : undefined),
+          () => {},
+        );
+      }
+      throw error;
+    }
+  }
+
+  /** Stores the response if the claim still owns the key. @returns whether it did. */
+  complete(claim: Claim, response: StoredResponse): Promise<boolean> {
+    const { key, token, options } = claim;
+    return this.call('complete', this.store.complete(key, token, response, options.ttl), options);
+  }
+
+  /** Gives the claim up (logged, never thrown: the lease frees the key anyway). */
+  async release(claim: Claim, cause?: unknown): Promise<void> {
+    try {
+      await this.call('release', this.store.release(claim.key, claim.token), claim.options);
+      this.events.emit(claim.options, 'released', claim.handler, claim.key, cause);
+    } catch (error) {
+      this.logger.error(
+        `${claim.handler}: releasing ${claim.key} failed (${describe(error)}); it frees itself when the lease expires`,
+      );
+    }
+  }
+
+  /**
+   * Watches the key (see {@link IdempotencyStore.watch}); undefined when the store cannot notify
+   * or does not answer in time. A subscription that lands after the timeout is ended then.
+   */
+  async watch(claim: Claim, listener: WatchListener): Promise<(() => void) | undefined> {
+    const watching = this.store.watch(claim.key, listener);
+    try {
+      return await this.call('watch', watching, claim.options);
+    } catch (error) {
+      watching.then(
+        (late) => late?.(),
+        () => {},
+      );
+      this.logger.warn(
+        `${claim.handler}: cannot wait on ${claim.key} (${describe(error)}); answering 409`,
+      );
+      return undefined;
+    }
+  }
+
+  /** Renews the lease every third of lockTtl while the handler runs. Returns the stop function. */
+  heartbeat(claim: Claim): () => void {
+    const { options } = claim;
+    const timer = setInterval(
+      () => {
+        this.call(
+          'extend',
+          this.store.extend(claim.key, claim.token, options.lockTtl),
+          options,
+        ).then(
+          (owned) => {
+            if (owned) return;
+            clearInterval(timer);
+            this.events.emit(options, 'lease_lost', claim.handler, claim.key);
+            this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
+          },
+          (error) =>
+            this.logger.warn(`${claim.handler}: renewing ${claim.key} failed (${describe(error)})`),
+        );
+      },
+      Math.max(1, Math.floor(options.lockTtl / 3)),
+    );
+    timer.unref();
+    return () => clearInterval(timer);
+  }
+
+  /** A store call bounded by storeTimeout, so a hung store cannot hang a request. */
+  private call<T>(
+    operation: IdempotencyStoreOperation,
+    promise: Promise<T>,
+    options: ResolvedIdempotencyOptions,
+  ): Promise<T> {
+    const timeout = () => new IdempotencyStoreTimeoutError(operation, options.storeTimeout);
+    const bounded = withTimeout(promise, options.storeTimeout, timeout);
+    const metrics = this.events.metrics;
+    if (!metrics) return bounded;
+    // The first outcome only: a call that timed out may still answer later.
+    const started = performance.now();
+    const record = (failed: boolean) =>
+      metrics.storeLatency(operation, performance.now() - started, failed);
+    return bounded.then(
+      (value) => {
+        record(false);
+        return value;
+      },
+      (error: unknown) => {
+        record(true);
+        throw error;
+      },
+    );
+  }
+}

@@ -1,0 +1,31 @@
+/**
+ * Nest's private metadata keys and enum values this package reads (Nest 10-12), in one place.
+ * They are not part of Nest's public API (the microservices ones live in an optional peer this
+ * package must not import), so they are written out here; test/unit/nest-metadata.spec.ts checks
+ * each against what Nest exports.
+ */
+
+/** `@UseInterceptors()` bindings, on a controller class or a handler. */
+export const INTERCEPTORS_METADATA = '__interceptors__';
+/** A route's path(s), on the controller class and on the handler. */
+export const PATH_METADATA = 'path';
+/** A route's HTTP method (a `RequestMethod` number), on the handler. */
+export const METHOD_METADATA = 'method';
+/** `@Version()`, on the controller class or the handler. */
+export const VERSION_METADATA = '__version__';
+/** `@HttpCode()`, on the handler. */
+export const HTTP_CODE_METADATA = '__httpCode__';
+/** Route parameter decorators (`@Res()`, `@Next()`...), on the class by method name. */
+export const ROUTE_ARGS_METADATA = '__routeArguments__';
+/** `@Res({ passthrough: true })`, on the class by method name. */
+export const RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
+/** `@Sse()`, on the handler. */
+export const SSE_METADATA = '__sse__';
+/** `@MessagePattern()` / `@EventPattern()` patterns, on the handler. */
+export const PATTERN_METADATA = 'microservices:pattern';
+/** Whether a microservice handler is a message or an event handler ({@link EVENT_HANDLER}). */
+export const PATTERN_HANDLER_METADATA = 'microservices:handler_type';
+/** `PatternHandler.EVENT` of `@nestjs/microservices`. */
+export const EVENT_HANDLER = 2;
+/** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT` of `@nestjs/common`. */
+export const RESPONSE_PARAM_TYPES = [1, 2];

@@ -1,0 +1,32 @@
+import * as common from '@nestjs/common/constants';
+import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
+import * as microservices from '@nestjs/microservices/constants';
+import { PatternHandler } from '@nestjs/microservices/enums/pattern-handler.enum';
+import * as ours from '../../lib/utils/nest-metadata';
+
+describe("Nest's private metadata keys", () => {
+  it.each([
+    'INTERCEPTORS_METADATA',
+    'PATH_METADATA',
+    'METHOD_METADATA',
+    'VERSION_METADATA',
+    'HTTP_CODE_METADATA',
+    'ROUTE_ARGS_METADATA',
+    'RESPONSE_PASSTHROUGH_METADATA',
+    'SSE_METADATA',
+  ] as const)('%s is what @nestjs/common uses', (name) => {
+    expect(ours[name]).toBe(common[name]);
+  });
+
+  it.each(['PATTERN_METADATA', 'PATTERN_HANDLER_METADATA'] as const)(
+    '%s is what @nestjs/microservices uses',
+    (name) => {
+      expect(ours[name]).toBe(microservices[name]);
+    },
+  );
+
+  it('EVENT_HANDLER and RESPONSE_PARAM_TYPES match the enums of Nest', () => {
+    expect(ours.EVENT_HANDLER).toBe(PatternHandler.EVENT);
+    expect(ours.RESPONSE_PARAM_TYPES).toEqual([RouteParamtypes.RESPONSE, RouteParamtypes.NEXT]);
+  });
+});
