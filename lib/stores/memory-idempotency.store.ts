@@ -3,6 +3,7 @@ import {
   ClaimResult,
   CompletedOutcome,
   IdempotencyStore,
+  RecordInspection,
   StoredResponse,
   WatchListener,
 } from './idempotency.store';
@@ -40,6 +41,8 @@ interface MemoryRecord {
   /** Bytes counted against maxBytes (completed records only). */
   bytes: number;
   expiresAt: number;
+  /** When it completed, on the store's clock (completed records only). */
+  completedAt?: number;
 }
 
 /**
@@ -111,7 +114,8 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     this.records.set(key, record);
     // Copy the body: the caller's buffer may be reused or mutated after the call.
     record.response = { meta: response.meta, body: Buffer.from(response.body) };
-    record.expiresAt = this.now() + ttlMs;
+    record.completedAt = this.now();
+    record.expiresAt = record.completedAt + ttlMs;
     record.bytes =
       key.length +
       record.fingerprint.length +
@@ -134,6 +138,29 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     const record = this.owned(key, token);
     if (!record) return false;
     record.expiresAt = this.now() + leaseMs;
+    return true;
+  }
+
+  override async inspect(key: string): Promise<RecordInspection> {
+    const record = this.live(key);
+    if (!record) return { state: 'absent' };
+    const now = this.now();
+    if (record.state === 'pending')
+      return { state: 'pending', leaseMsLeft: record.expiresAt - now };
+    return {
+      state: 'completed',
+      meta: record.response!.meta,
+      bytes: record.response!.body.length,
+      ageMs: now - record.completedAt!,
+      ttlMsLeft: record.expiresAt - now,
+    };
+  }
+
+  override async delete(key: string): Promise<boolean> {
+    if (!this.live(key)) return false;
+    this.drop(key);
+    // Waiters claim again; the owner of a deleted claim is fenced, as after an expiry.
+    this.notify(key);
     return true;
   }
 
