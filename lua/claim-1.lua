@@ -4,7 +4,11 @@
   A record is one string (GET/SET): a MessagePack sequence, so that a small completed response
   costs one allocation, not a hash table.
     pending:   'p', fingerprint, owner token, waiting (1 when a duplicate waits to be notified)
-    completed: 'c', fingerprint, meta, body
+    completed: 'c', fingerprint, meta, body, completion time (ms since the epoch, Redis's clock;
+               missing in records written before script version 5)
+
+  Readers unpack the values they need and ignore any that follow, so a value appended at the
+  end changes no reader.
 
   State and fingerprint come first, so a 409 or 422 reads only the record's first bytes
   (GETRANGE): what a cheap request costs Redis never grows with the stored body. Only a replay,

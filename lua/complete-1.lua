@@ -27,7 +27,12 @@ if state ~= 'p' or owner ~= ARGV[1] then
   return 0
 end
 
-rcall('SET', key, cmsgpack.pack('c', fingerprint, ARGV[2], ARGV[3]), 'PX', ARGV[4])
+-- The completion time goes last, so that every reader of the first four values (claim-1.lua,
+-- records written before it existed) is unaffected; inspect-1.lua derives the age from it.
+-- TIME before a write is safe: scripts replicate their effects (Redis 5+; the only mode in 7).
+local now = rcall('TIME')
+local completedAt = now[1] * 1000 + math.floor(now[2] / 1000)
+rcall('SET', key, cmsgpack.pack('c', fingerprint, ARGV[2], ARGV[3], completedAt), 'PX', ARGV[4])
 if waiting == 1 then
   -- The message carries the response, so that a waiter with the same fingerprint replays it
   -- without another round trip: 'c', the byte lengths of fingerprint and meta (big-endian

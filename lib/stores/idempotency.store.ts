@@ -54,7 +54,12 @@ export type RecordInspection =
   /**
    * The response is stored. `meta` is the stored meta (status, headers, body type), `bytes` the
    * stored body's size (compressed if it was), `ageMs` the time since completion, `ttlMsLeft`
-   * the time until the record is forgotten. Times come from the store's clock.
+   * the time until the record is forgotten. Times come from the store's clock, in ms.
+   *
+   * `ageMs` is `-1` when the store does not know when the record completed: a Redis record
+   * written by a release of this package without `inspect()` carries no completion time (such
+   * records stop appearing once the last old instance is gone and their TTL has run out).
+   * Otherwise it is never negative.
    */
   | { state: 'completed'; meta: string; bytes: number; ageMs: number; ttlMsLeft: number };
 

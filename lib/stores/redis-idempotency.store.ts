@@ -5,6 +5,7 @@ import {
   ClaimResult,
   CompletedOutcome,
   IdempotencyStore,
+  RecordInspection,
   StoredResponse,
   WatchListener,
 } from './idempotency.store';
@@ -26,6 +27,13 @@ const enum ClaimCode {
   InProgress = 2,
   KeyReused = 3,
   Completed = 4,
+}
+
+/** Codes returned by `lua/inspect-1.lua`. */
+const enum InspectCode {
+  Absent = 0,
+  Pending = 1,
+  Completed = 2,
 }
 
 /** A key's watchers and the subscription that feeds them. */
@@ -102,6 +110,36 @@ export class RedisIdempotencyStore extends IdempotencyStore {
 
   async extend(key: string, token: string, leaseMs: number): Promise<boolean> {
     return (await this.commands.extend(key, token, leaseMs)) === 1;
+  }
+
+  override async inspect(key: string): Promise<RecordInspection> {
+    const [code, second, bytes, ageMs, ttlMsLeft] = (await this.commands.inspect(key)) as [
+      number,
+      (number | Buffer)?,
+      number?,
+      number?,
+      number?,
+    ];
+    switch (code) {
+      case InspectCode.Absent:
+        return { state: 'absent' };
+      case InspectCode.Pending:
+        return { state: 'pending', leaseMsLeft: Number(second) };
+      case InspectCode.Completed:
+        return {
+          state: 'completed',
+          meta: String(second),
+          bytes: Number(bytes),
+          ageMs: Number(ageMs),
+          ttlMsLeft: Number(ttlMsLeft),
+        };
+      default:
+        throw new Error(`Unexpected reply from the idempotency inspect script: ${String(code)}`);
+    }
+  }
+
+  override async delete(key: string): Promise<boolean> {
+    return (await this.commands.delete(key, this.publish)) === 1;
   }
 
   override async watch(key: string, listener: WatchListener): Promise<() => void> {

@@ -12,15 +12,18 @@ let luaDir: string | undefined;
 
 /**
  * Script names carry a version: a client shared by two versions of this package, or a script
- * changed in a later release, never runs the wrong body under a cached SHA.
+ * changed in a later release, never runs the wrong body under a cached SHA. 5: completed records
+ * carry their completion time (a 5th value, which earlier scripts ignore).
  */
-const SCRIPT_VERSION = 4;
+const SCRIPT_VERSION = 5;
 
 const SCRIPTS = {
   claim: 'claim-1',
   complete: 'complete-1',
   release: 'release-1',
   extend: 'extend-1',
+  inspect: 'inspect-1',
+  delete: 'delete-1',
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
