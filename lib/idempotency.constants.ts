@@ -4,6 +4,9 @@ export const IDEMPOTENCY_OPTIONS = Symbol('IDEMPOTENCY_OPTIONS');
 /** Header added to every replayed response. */
 export const REPLAYED_HEADER = 'Idempotent-Replayed';
 
+/** Name of the outcome header with `statusHeader: true`. */
+export const STATUS_HEADER = 'Idempotency-Status';
+
 /** Response headers replayed by default; `Set-Cookie` can never be added. */
 export const DEFAULT_REPLAY_HEADERS = [
   'content-type',

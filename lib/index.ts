@@ -6,6 +6,7 @@ export * from './stores';
 export {
   IDEMPOTENCY_OPTIONS,
   REPLAYED_HEADER,
+  STATUS_HEADER,
   DEFAULT_REPLAY_HEADERS,
 } from './idempotency.constants';
 export { IdempotencyModule } from './idempotency.module';
@@ -14,7 +15,7 @@ export type {
   IdempotencyModuleRootOptions,
   IdempotencyOptionsFactory,
 } from './idempotency.module-definition';
-export type { IdempotencyContextAdapter } from './adapters/context-adapter';
+export type { IdempotencyContextAdapter, IdempotencyOutcome } from './adapters/context-adapter';
 export type { ResponseSnapshot } from './utils/response-codec';
 export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS } from './utils/principal';
 export { IdempotencySerializerError } from './interceptors/serializers';

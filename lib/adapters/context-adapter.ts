@@ -4,6 +4,16 @@ import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type { ResponseSnapshot } from '../utils/response-codec';
 
+/** What the option `statusHeader` reports for a keyed request. */
+export type IdempotencyOutcome =
+  | 'first-run'
+  | 'replayed'
+  | 'in-progress'
+  | 'key-reused'
+  | 'key-missing'
+  | 'key-invalid'
+  | 'store-unavailable';
+
 /**
  * Everything the interceptor needs that differs between transports (HTTP, RPC). The interceptor's
  * flow is the same for all; an adapter per context type fills in these steps.
@@ -28,6 +38,20 @@ export interface IdempotencyContextAdapter {
   fingerprint(context: ExecutionContext): string;
 
   /**
+   * What the request is sent to, as the parts a fingerprint starts with: HTTP method and path
+   * (without the query), or the message pattern. Routes sharing a `keySpace` hash it into every
+   * fingerprint, so that one key sent to two endpoints is refused (422).
+   */
+  target(context: ExecutionContext): string[];
+
+  /**
+   * The route as the framework registered it, e.g. `POST /v1/users/:id` (global prefix, module
+   * paths and URI version included), or undefined when the transport has none (RPC). Part of
+   * the record's scope: two routes the framework tells apart never share records.
+   */
+  routePattern?(context: ExecutionContext): string | undefined;
+
+  /**
    * What to store once the handler completed with `values` (everything it emitted), or a string
    * saying why it cannot be stored (the claim is then released).
    */
@@ -37,7 +61,26 @@ export interface IdempotencyContextAdapter {
     options: ResolvedIdempotencyOptions,
   ): ResponseSnapshot | string;
 
-  /** Applies a stored response to this request and returns what to emit instead of the handler. */
+  /**
+   * What to store of an error of the handler that the route's `storeErrors` match: the status
+   * (HTTP), the headers to replay and, as `value`, the error (`describeError`).
+   */
+  captureError(
+    context: ExecutionContext,
+    error: unknown,
+    options: ResolvedIdempotencyOptions,
+  ): ResponseSnapshot;
+
+  /**
+   * The status `storeErrors` matches an error by (HTTP: the status it is answered with), or
+   * undefined where there are none (RPC).
+   */
+  errorStatus(error: unknown): number | undefined;
+
+  /**
+   * Applies a stored response to this request and returns what to emit instead of the handler:
+   * its values, or for a stored error, the error rebuilt.
+   */
   replay(
     context: ExecutionContext,
     response: ResponseSnapshot,
@@ -49,6 +92,13 @@ export interface IdempotencyContextAdapter {
    * interceptor retried the request and it is about to be answered otherwise. Optional.
    */
   reset?(context: ExecutionContext): void;
+
+  /** Tells the client what happened (option `statusHeader`), where the transport can. Optional. */
+  outcome?(
+    context: ExecutionContext,
+    outcome: IdempotencyOutcome,
+    options: ResolvedIdempotencyOptions,
+  ): void;
 
   /** Turns a transport-neutral error into what this transport throws (HttpException...). */
   toException(

@@ -1,16 +1,21 @@
 import { ExecutionContext, HttpException } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
 import type { ServerResponse } from 'node:http';
-import { Observable, of } from 'rxjs';
-import { FORBIDDEN_REPLAY_HEADERS, REPLAYED_HEADER } from '../idempotency.constants';
+import { Observable, of, throwError } from 'rxjs';
+import { FORBIDDEN_REPLAY_HEADERS, REPLAYED_HEADER, STATUS_HEADER } from '../idempotency.constants';
 import {
   DEFAULT_PROBLEM_TYPE_BASE,
   HTTP_ERROR_NAME,
   IDEMPOTENCY_HTTP_STATUS,
   type IdempotencyProblemDetails,
 } from '../errors/http-status';
-import { IdempotencyError, IdempotencyErrorTitle } from '../errors/idempotency.errors';
+import {
+  IdempotencyError,
+  IdempotencyErrorCode,
+  IdempotencyErrorTitle,
+} from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import {
@@ -19,11 +24,20 @@ import {
   ROUTE_ARGS_METADATA,
   SSE_METADATA,
 } from '../utils/nest-metadata';
-import type { IdempotencyContextAdapter } from './context-adapter';
+import type { IdempotencyContextAdapter, IdempotencyOutcome } from './context-adapter';
 
 /** Media type of RFC 9457 problem details in JSON. */
 const PROBLEM_JSON = 'application/problem+json';
 const JSON_TYPE = 'application/json';
+
+/** What the option `statusHeader` says for each error. */
+const OUTCOMES: Record<IdempotencyErrorCode, IdempotencyOutcome> = {
+  [IdempotencyErrorCode.KeyMissing]: 'key-missing',
+  [IdempotencyErrorCode.KeyInvalid]: 'key-invalid',
+  [IdempotencyErrorCode.InProgress]: 'in-progress',
+  [IdempotencyErrorCode.KeyReused]: 'key-reused',
+  [IdempotencyErrorCode.StoreUnavailable]: 'store-unavailable',
+};
 
 interface HttpRequestLike {
   method: string;
@@ -34,6 +48,10 @@ interface HttpRequestLike {
   raw?: { rawHeaders?: string[] };
   body?: unknown;
   user?: unknown;
+  /** Express: the route that matched. */
+  route?: { path?: unknown };
+  /** Fastify: the route that matched. */
+  routeOptions?: { url?: unknown };
 }
 
 interface HttpResponseLike {
@@ -82,6 +100,19 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     return fingerprint([request.method, request.originalUrl ?? request.url], body);
   }
 
+  target(context: ExecutionContext): string[] {
+    const request = context.switchToHttp().getRequest<HttpRequestLike>();
+    const url = request.originalUrl ?? request.url;
+    const query = url.indexOf('?');
+    return [request.method, query === -1 ? url : url.slice(0, query)];
+  }
+
+  routePattern(context: ExecutionContext): string | undefined {
+    const request = context.switchToHttp().getRequest<HttpRequestLike>();
+    const path = request.route?.path ?? request.routeOptions?.url;
+    return typeof path === 'string' ? `${request.method} ${path}` : undefined;
+  }
+
   capture(
     context: ExecutionContext,
     values: unknown[],
@@ -93,14 +124,32 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     const reason = this.selfRespondingReason(context) ?? unreplayableReason(value);
     if (reason) return reason;
     const response = context.switchToHttp().getResponse<HttpResponseLike>();
-    const headers: Record<string, string> = {};
-    const sent = response.getHeaders();
-    for (const name of options.replayHeaders) {
-      const header = sent[name];
-      if (header !== undefined)
-        headers[name] = Array.isArray(header) ? header.join(', ') : String(header);
-    }
-    return { status: response.statusCode, headers, value };
+    return { status: response.statusCode, headers: replayable(response, options), value };
+  }
+
+  captureError(
+    context: ExecutionContext,
+    error: unknown,
+    options: ResolvedIdempotencyOptions,
+  ): ResponseSnapshot {
+    const response = context.switchToHttp().getResponse<HttpResponseLike>();
+    const headers = replayable(response, options);
+    return { status: errorStatus(error), headers, value: describeError(error), error: true };
+  }
+
+  errorStatus(error: unknown): number {
+    return errorStatus(error);
+  }
+
+  outcome(
+    context: ExecutionContext,
+    outcome: IdempotencyOutcome,
+    options: ResolvedIdempotencyOptions,
+  ): void {
+    if (!options.statusHeader) return;
+    const name = options.statusHeader === true ? STATUS_HEADER : options.statusHeader;
+    const response = context.switchToHttp().getResponse<object>();
+    this.adapterHost.httpAdapter.setHeader(response, name, outcome);
   }
 
   reset(context: ExecutionContext): void {
@@ -116,7 +165,8 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
   ): Observable<unknown> {
     const adapter = this.adapterHost.httpAdapter;
     const response = context.switchToHttp().getResponse();
-    if (snapshot.status !== undefined) adapter.status(response, snapshot.status);
+    // A stored error's status is set by the exception filter that answers the rebuilt error.
+    if (snapshot.status !== undefined && !snapshot.error) adapter.status(response, snapshot.status);
     // Filtered again on the way out: a record written under another allowlist (or tampered
     // with in the store) must not make this response set cookies.
     for (const [name, value] of Object.entries(snapshot.headers ?? {})) {
@@ -125,7 +175,15 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
       }
     }
     adapter.setHeader(response, REPLAYED_HEADER, 'true');
-    return of(snapshot.value);
+    this.outcome(context, 'replayed', options);
+    if (!snapshot.error) return of(snapshot.value);
+    const status = snapshot.status ?? 500;
+    const error = rebuildError(
+      snapshot.value as StoredError,
+      options.storeErrors,
+      (stored) => new HttpException(stored.r as string | object, status),
+    );
+    return throwError(() => error);
   }
 
   toException(
@@ -135,6 +193,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
   ): Error {
     const status = IDEMPOTENCY_HTTP_STATUS[error.code];
     const response = context.switchToHttp().getResponse();
+    this.outcome(context, OUTCOMES[error.code], options);
     if (error.retryAfterMs !== undefined) {
       const seconds = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
       this.adapterHost.httpAdapter.setHeader(response, 'Retry-After', String(seconds));
@@ -198,6 +257,21 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     this.selfResponding.set(handler, reason);
     return reason;
   }
+}
+
+/** The response headers to store: those of `replayHeaders` the response has, lower-case. */
+function replayable(
+  response: HttpResponseLike,
+  options: ResolvedIdempotencyOptions,
+): Record<string, string> {
+  const headers: Record<string, string> = {};
+  const sent = response.getHeaders();
+  for (const name of options.replayHeaders) {
+    const header = sent[name];
+    if (header !== undefined)
+      headers[name] = Array.isArray(header) ? header.join(', ') : String(header);
+  }
+  return headers;
 }
 
 /**

@@ -1,7 +1,8 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { from, Observable } from 'rxjs';
+import { from, Observable, throwError } from 'rxjs';
 import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import { describeError, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
@@ -33,7 +34,7 @@ interface StoredValues {
   k?: Record<number, ValueKind>;
 }
 
-type RpcExceptionClass = new (error: object) => Error;
+type RpcExceptionClass = new (error: string | object) => Error;
 
 /**
  * Microservice handlers (`@MessagePattern`, `@EventPattern`) on any Nest transport. The key comes
@@ -65,15 +66,18 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
   }
 
   fingerprint(context: ExecutionContext): string {
-    const rpc = context.switchToRpc();
-    const transport = rpc.getContext<TransportContext>();
+    return fingerprint(this.target(context), context.switchToRpc().getData());
+  }
+
+  target(context: ExecutionContext): string[] {
+    const transport = context.switchToRpc().getContext<TransportContext>();
     const pattern =
       transport?.getPattern?.() ??
       transport?.getSubject?.() ??
       transport?.getChannel?.() ??
       transport?.getTopic?.() ??
       '';
-    return fingerprint([String(pattern)], rpc.getData());
+    return [String(pattern)];
   }
 
   capture(_context: ExecutionContext, values: unknown[]): ResponseSnapshot | string {
@@ -100,7 +104,27 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
     return { value };
   }
 
-  replay(_context: ExecutionContext, snapshot: ResponseSnapshot): Observable<unknown> {
+  captureError(_context: ExecutionContext, error: unknown): ResponseSnapshot {
+    return { value: describeError(error), error: true };
+  }
+
+  errorStatus(): undefined {
+    return undefined;
+  }
+
+  replay(
+    _context: ExecutionContext,
+    snapshot: ResponseSnapshot,
+    options: ResolvedIdempotencyOptions,
+  ): Observable<unknown> {
+    if (snapshot.error) {
+      const error = rebuildError(
+        snapshot.value as StoredError,
+        options.storeErrors,
+        (stored) => new this.RpcException(stored.r as string | object),
+      );
+      return throwError(() => error);
+    }
     const { v: values, k: kinds = {} } = snapshot.value as StoredValues;
     return from(
       values.map((value, index) => {

@@ -11,7 +11,9 @@ import { IdempotentOptions } from './idempotent-options.metadata';
  * through an interceptor (Nest's interceptor pipeline costs every route it wraps; measured at a
  * third of a trivial route's throughput). Options override the module's defaults; a method's
  * options override its controller's. Invalid options throw when the class is loaded, not on the
- * first request. `Idempotent.KEY` is the metadata key (`reflector.get(Idempotent, handler)`).
+ * first request. `@Idempotent(false)` (or `{ enabled: false }`) on a handler of an idempotent
+ * controller leaves that handler out. `Idempotent.KEY` is the metadata key
+ * (`reflector.get(Idempotent, handler)`).
  *
  * @example
  * ```ts
@@ -21,7 +23,10 @@ import { IdempotentOptions } from './idempotent-options.metadata';
  * ```
  */
 export const Idempotent = Object.assign(
-  (options?: IdempotencyOptions) =>
-    applyDecorators(IdempotentOptions(options), UseInterceptors(IdempotencyInterceptor)),
+  (options?: IdempotencyOptions | false) =>
+    // A route left out needs no interceptor of its own; its controller's steps aside on it.
+    options === false || options?.enabled === false
+      ? IdempotentOptions(options)
+      : applyDecorators(IdempotentOptions(options), UseInterceptors(IdempotencyInterceptor)),
   { KEY: IdempotentOptions.KEY },
 ) as unknown as typeof IdempotentOptions;

@@ -7,7 +7,6 @@ import {
   Logger,
   NestInterceptor,
   Optional,
-  RequestTimeoutException,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
@@ -30,25 +29,26 @@ import { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempoten
 import { parseIdempotencyKey, recordKey } from '../utils/key';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { principalId } from '../utils/principal';
-import { decodeResponse, encodeResponse, packResponse } from '../utils/response-codec';
-import { describe, OutcomeEvents } from './outcome-events';
+import { decodeResponse } from '../utils/response-codec';
+import { ClaimedHandler, type RouteClaim } from './claimed-handler';
+import { describe, type EventSource, OutcomeEvents } from './outcome-events';
+import { OutcomeRecorder } from './outcome-recorder';
 import { OutcomeWaiter } from './outcome-waiter';
-import { Route, routeName, RouteResolver, timeRun } from './route-resolver';
+import { isPromise, RequestIdentity } from './request-identity';
+import { Route, routeIdentity, routeName, RouteResolver } from './route-resolver';
 import { GlobalSerializers } from './serializers';
-import { Claim, StoreCalls } from './store-calls';
+import { StoreCalls } from './store-calls';
 
 /** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
 const STORE_RETRY_AFTER_MS = 1_000;
 /** The shortest wait a 409 asks for, in ms (HTTP's Retry-After counts whole seconds). */
 const MIN_RETRY_AFTER_MS = 1_000;
 
+/** An idempotent route's request, as its events name it. */
+type RouteSource = EventSource & { options: ResolvedIdempotencyOptions };
+
 /** Requests (their contexts) an idempotency interceptor is handling (see `intercept`). */
 const handling = new WeakSet<ExecutionContext>();
-
-/** A claim and the route it was made on (none when a subclass made the route idempotent). */
-interface RouteClaim extends Claim {
-  route: Route | null;
-}
 
 /**
  * Runs `@Idempotent()` handlers at most once per key: claims the key in one store round trip
@@ -67,6 +67,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly events: OutcomeEvents;
   private readonly calls: StoreCalls;
   private readonly waiter: OutcomeWaiter;
+  private readonly recorder: OutcomeRecorder;
+  private readonly identity: RequestIdentity;
+  private readonly handlers: ClaimedHandler;
 
   constructor(
     protected readonly store: IdempotencyStore,
@@ -84,6 +87,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     this.events = new OutcomeEvents(this.logger, metrics);
     this.calls = new StoreCalls(store, this.events, this.logger);
     this.waiter = new OutcomeWaiter(this.calls, this.events, this.logger);
+    this.recorder = new OutcomeRecorder(this.serializers, this.calls, this.events, this.logger);
+    this.identity = new RequestIdentity(this.events);
+    this.handlers = new ClaimedHandler(this.calls, this.recorder, this.logger);
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -95,7 +101,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const route = this.routes.resolve(context);
     if (handling.has(context) || route?.subclassBound) return next.handle();
     const options = this.getRouteOptions(context);
-    if (!options) return next.handle();
+    if (!options?.enabled) return next.handle();
     const adapter = this.getAdapter(context);
     const handler = route?.name ?? routeName(context.getClass(), context.getHandler());
     const unsupported = adapter
@@ -105,16 +111,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.events.warnOnce(handler, `@Idempotent() has no effect here: ${unsupported}`);
       return next.handle();
     }
+    const source = { options, handler, route: this.routeOf(context, options, adapter, route) };
     handling.add(context);
     const done = () => void handling.delete(context);
     try {
-      const handled = await this.claimAndRun(context, next, adapter, options, handler);
+      const handled = await this.claimAndRun(context, next, adapter, source);
       // tap() before finalize(): an outer retry gets the error, and subscribes again, first.
       return handled.pipe(tap({ complete: done, error: done }), finalize(done));
     } catch (error) {
       done();
       if (!(error instanceof IdempotencyError)) throw error;
-      this.settleRejected(context, options, handler, error);
+      this.settleRejected(context, source, error);
       throw adapter.toException(context, error, options);
     }
   }
@@ -132,9 +139,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
   }
 
   /**
-   * What a key is unique within: the handler (class, method, route path, version, message
-   * pattern: two controllers of the same name never share records), plus who the record belongs
-   * to: the tenant `scope()` returns, else the request's authenticated principal (see the option
+   * What a key is unique within: the route (its method and pattern as Nest registered it, or the
+   * handler and message pattern; or the `keySpace` it shares), plus who the record belongs to:
+   * the tenant `scope()` returns, else the request's authenticated principal (see the option
    * `scope`). Throws when a principal has no stable identity, rather than sharing its records.
    */
   protected getScope(
@@ -142,16 +149,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
     handler: string,
     options: ResolvedIdempotencyOptions,
   ): string {
-    // A subclass may make routes idempotent through getRouteOptions() alone: no cached route then.
-    const route =
-      this.routes.resolve(context)?.id ?? routeName(context.getClass(), context.getHandler());
+    const adapter = this.getAdapter(context);
+    const route = this.routeOf(context, options, adapter, this.routes.resolve(context));
     const { scope } = options;
     if (scope === 'public') return route;
     // A tenant, typed (`1` and `'1'` differ); none (undefined, null) falls back to the principal.
     const tenant: unknown = scope?.(context);
     if (tenant !== undefined && tenant !== null)
       return `${route}\0t:${typeof tenant}:${String(tenant)}`;
-    const principal = principalId(this.getAdapter(context)?.principal?.(context), handler);
+    const principal = principalId(adapter?.principal?.(context), handler);
     if (principal !== undefined) return `${route}\0u:${principal}`;
     if (context.getType() === 'http') {
       this.events.warnOnce(
@@ -164,23 +170,38 @@ export class IdempotencyInterceptor implements NestInterceptor {
     return route;
   }
 
+  /**
+   * The route's identity in record keys (see {@link routeIdentity}). A subclass may make routes
+   * idempotent through getRouteOptions() alone: there is no cached route then.
+   */
+  private routeOf(
+    context: ExecutionContext,
+    options: ResolvedIdempotencyOptions,
+    adapter: IdempotencyContextAdapter | undefined,
+    route: Route | null,
+  ): string {
+    return routeIdentity(
+      options.keySpace,
+      route,
+      adapter?.routePattern?.(context),
+      routeName(context.getClass(), context.getHandler()),
+    );
+  }
+
   /** Runs `onReject` for a request refused without running the handler. */
   private settleRejected(
     context: ExecutionContext,
-    options: ResolvedIdempotencyOptions,
-    handler: string,
+    source: RouteSource,
     error: IdempotencyError,
   ): void {
-    if (
-      error.code === IdempotencyErrorCode.KeyMissing ||
-      error.code === IdempotencyErrorCode.KeyInvalid
-    ) {
-      this.events.emit(options, 'rejected', handler, undefined, error);
+    const { code } = error;
+    if (code === IdempotencyErrorCode.KeyMissing || code === IdempotencyErrorCode.KeyInvalid) {
+      this.events.emit(source, 'rejected', undefined, error);
     }
     try {
-      options.onReject?.(context, error);
+      source.options.onReject?.(context, error);
     } catch (hookError) {
-      this.logger.error(`${handler}: onReject failed (${describe(hookError)})`);
+      this.logger.error(`${source.handler}: onReject failed (${describe(hookError)})`);
     }
   }
 
@@ -188,13 +209,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     context: ExecutionContext,
     next: CallHandler,
     adapter: IdempotencyContextAdapter,
-    options: ResolvedIdempotencyOptions,
-    handler: string,
+    source: RouteSource,
   ): Promise<Observable<unknown>> {
-    const raw = options.key ? options.key(context) : adapter.readKey(context, options);
+    const { options, handler } = source;
+    let raw = this.identity.key(context, adapter, options, handler);
+    if (isPromise(raw)) raw = await raw;
     if (raw === undefined || raw === null) {
       if (options.required) throw new IdempotencyKeyMissingError(options.headerName);
-      this.events.emit(options, 'bypassed', handler);
+      this.events.emit(source, 'bypassed');
       return next.handle();
     }
     // Only the HTTP header is an RFC 8941 structured field; other keys are taken as they are.
@@ -202,15 +224,16 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const key = parseIdempotencyKey(raw, options.maxKeyLength, header);
     this.serializers.check(context); // before anything runs or is stored
     const claim: RouteClaim = {
+      ...source,
       key: recordKey(options.keyPrefix, this.getScope(context, handler, options), key),
       token: randomUUID(),
-      handler,
-      options,
-      route: this.routes.resolve(context),
+      cached: this.routes.resolve(context),
     };
+    let hash = this.identity.fingerprint(context, adapter, options, handler);
+    if (isPromise(hash)) hash = await hash;
     const request: ClaimRequest = {
       token: claim.token,
-      fingerprint: options.fingerprint ? adapter.fingerprint(context) : '',
+      fingerprint: hash,
       leaseMs: options.lockTtl,
     };
 
@@ -218,7 +241,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     try {
       result = await this.calls.claim(claim, request);
     } catch (error) {
-      this.events.emit(options, 'store_error', handler, claim.key, error);
+      this.events.emit(claim, 'store_error', claim.key, error);
       if (options.failOpen) {
         this.logger.warn(
           `${handler}: store failed (${describe(error)}); running unprotected (failOpen)`,
@@ -236,141 +259,22 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (result.status === 'completed' || result.status === 'claimed') adapter.reset?.(context);
     switch (result.status) {
       case 'completed':
-        this.events.emit(options, 'replayed', handler, claim.key);
+        this.events.emit(claim, 'replayed', claim.key);
         options.onReplay?.(context);
         return this.serializers.passThrough(
           context,
           adapter.replay(context, await decodeResponse(result.response), options),
         );
       case 'in_progress':
-        this.events.emit(options, 'conflict', handler, claim.key);
-        throw new IdempotencyInProgressError(retryAfter(claim.route, result.retryAfterMs));
+        this.events.emit(claim, 'conflict', claim.key);
+        throw new IdempotencyInProgressError(retryAfter(claim.cached, result.retryAfterMs));
       case 'key_reused':
-        this.events.emit(options, 'key_reused', handler, claim.key);
+        this.events.emit(claim, 'key_reused', claim.key);
         throw new IdempotencyKeyReusedError();
     }
-    this.events.emit(options, 'claimed', handler, claim.key);
-    return this.run(context, next, adapter, claim);
-  }
-
-  /**
-   * Runs the handler under the claim, subscribed here rather than by the caller: if the caller
-   * goes away (client disconnect, a timeout interceptor), the handler still runs to its end and
-   * its outcome is still recorded, so a retry never runs it a second time concurrently. Exactly
-   * one of complete / release happens, and the values are passed on only after it, so the
-   * response leaves after the completion write (and a stream reaches the caller once it ends).
-   */
-  private run(
-    context: ExecutionContext,
-    next: CallHandler,
-    adapter: IdempotencyContextAdapter,
-    claim: RouteClaim,
-  ): Observable<unknown> {
-    const stopHeartbeat = this.calls.heartbeat(claim);
-    const started = performance.now();
-    const values: unknown[] = [];
-    const outcome = new Promise<unknown[]>((resolve, reject) => {
-      const fail = (error: unknown) => {
-        stopHeartbeat();
-        timeRun(claim.route, started);
-        // A timeout interceptor inside this one gave up waiting, but the handler may run on:
-        // the claim stays until its lease runs out, so a retry cannot run it a second time now.
-        if (isTimeout(error)) {
-          this.logger.warn(
-            `${claim.handler}: timed out; ${claim.key} stays claimed until its lease runs out`,
-          );
-          reject(error);
-          return;
-        }
-        void this.calls.release(claim, error).then(() => reject(error));
-      };
-      try {
-        next.handle().subscribe({
-          next: (value) => values.push(value),
-          error: fail,
-          complete: () => {
-            stopHeartbeat();
-            timeRun(claim.route, started);
-            void this.complete(context, adapter, claim, values).then(() => resolve(values));
-          },
-        });
-      } catch (error) {
-        fail(error);
-      }
-    });
-    // Nobody may be listening any more when the handler fails: that must not be unhandled.
-    outcome.catch(() => {});
-    return new Observable((subscriber) => {
-      outcome.then(
-        (emitted) => {
-          for (const value of emitted) subscriber.next(value);
-          subscriber.complete();
-        },
-        (error: unknown) => {
-          // What the handler emitted before failing still reaches the caller, as without us.
-          for (const value of values) subscriber.next(value);
-          subscriber.error(error);
-        },
-      );
-    });
-  }
-
-  private async complete(
-    context: ExecutionContext,
-    adapter: IdempotencyContextAdapter,
-    claim: Claim,
-    values: unknown[],
-  ): Promise<void> {
-    const { options, handler, key } = claim;
-    let encoded;
-    try {
-      const sent = await this.serializers.apply(context, values);
-      const snapshot = adapter.capture(context, sent, options);
-      if (typeof snapshot === 'string') {
-        return this.notReplayable(claim, snapshot, `the response is ${snapshot}`);
-      }
-      encoded = encodeResponse(snapshot);
-    } catch (error) {
-      const reason = `the response cannot be serialised (${describe(error)})`;
-      return this.notReplayable(claim, 'unserialisable', reason);
-    }
-    if (encoded.body.length > options.maxResponseBytes) {
-      return this.notReplayable(
-        claim,
-        'too large',
-        `the response has ${encoded.body.length} bytes, over maxResponseBytes (${options.maxResponseBytes})`,
-      );
-    }
-    try {
-      const owned = await this.calls.complete(
-        claim,
-        await packResponse(encoded, options.compression),
-      );
-      if (owned) {
-        this.events.emit(options, 'completed', handler, key);
-      } else {
-        this.events.emit(options, 'fenced', handler, key);
-        this.logger.warn(
-          `${handler}: the handler outlived its lease on ${key}; its response was sent but not stored (fenced)`,
-        );
-      }
-    } catch (error) {
-      this.events.emit(options, 'completion_failed', handler, key, error);
-      this.logger.error(
-        `${handler}: the handler succeeded but storing its response for ${key} failed (${describe(error)}); a retry after the lease may run it again`,
-      );
-    }
-  }
-
-  /** `kind`: what went wrong, without the details of this response (it is warned about once). */
-  private async notReplayable(claim: Claim, kind: string, reason: string): Promise<void> {
-    this.events.emit(claim.options, 'not_replayable', claim.handler, claim.key);
-    this.events.warnOnce(
-      claim.handler,
-      `not stored because ${reason}; the claim was released`,
-      kind,
-    );
-    await this.calls.release(claim);
+    this.events.emit(claim, 'claimed', claim.key);
+    adapter.outcome?.(context, 'first-run', options);
+    return this.handlers.run(context, next, adapter, claim);
   }
 }
 
@@ -380,12 +284,4 @@ export class IdempotencyInterceptor implements NestInterceptor {
  */
 function retryAfter(route: Route | null, leaseLeftMs: number): number {
   return Math.min(leaseLeftMs, Math.max(MIN_RETRY_AFTER_MS, Math.ceil(route?.runMs ?? 0)));
-}
-
-/** An error of a timeout interceptor: rxjs `timeout()` or Nest's RequestTimeoutException (408). */
-function isTimeout(error: unknown): boolean {
-  return (
-    error instanceof RequestTimeoutException ||
-    (error instanceof Error && error.name === 'TimeoutError')
-  );
 }

@@ -3,6 +3,15 @@ import type { IdempotencyEventType } from '../interfaces/idempotency-event.inter
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type { IdempotencyMetrics } from '../observability/metrics';
 
+/** Where an event happened: the route's options, handler and identity. */
+export interface EventSource {
+  options: Pick<ResolvedIdempotencyOptions, 'onEvent'>;
+  /** `Controller.method`. */
+  handler: string;
+  /** The route's identity in record keys (see `routeIdentity`). */
+  route: string;
+}
+
 /**
  * Reports what happened to each request: to `onEvent`, to the metrics, and (once per kind and
  * handler) to the log.
@@ -15,17 +24,12 @@ export class OutcomeEvents {
     readonly metrics?: IdempotencyMetrics,
   ) {}
 
-  emit(
-    options: Pick<ResolvedIdempotencyOptions, 'onEvent'>,
-    type: IdempotencyEventType,
-    handler: string,
-    key?: string,
-    error?: unknown,
-  ): void {
+  emit(source: EventSource, type: IdempotencyEventType, key?: string, error?: unknown): void {
+    const { options, handler, route } = source;
     this.metrics?.outcome(type, handler);
     if (!options.onEvent) return;
     try {
-      options.onEvent({ type, handler, key, error });
+      options.onEvent({ type, handler, route, key, error });
     } catch (listenerError) {
       this.logger.error(`onEvent listener threw (${describe(listenerError)})`);
     }

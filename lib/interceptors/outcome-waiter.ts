@@ -36,7 +36,7 @@ export class OutcomeWaiter {
     let woken = new Promise<CompletedOutcome | undefined>((resolve) => (wake = resolve));
     const unwatch = await this.calls.watch(claim, (completed) => wake(completed));
     if (!unwatch) return first;
-    this.events.emit(options, 'waiting', handler, key);
+    this.events.emit(claim, 'waiting', key);
     let result: ClaimResult = first;
     try {
       for (;;) {
@@ -55,7 +55,7 @@ export class OutcomeWaiter {
         }
       }
     } catch (error) {
-      this.events.emit(options, 'store_error', handler, key, error);
+      this.events.emit(claim, 'store_error', key, error);
       this.logger.warn(`${handler}: waiting on ${key} failed (${describe(error)}); answering 409`);
       return result;
     } finally {

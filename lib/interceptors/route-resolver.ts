@@ -4,6 +4,7 @@ import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import {
   EVENT_HANDLER,
+  HOST_METADATA,
   INTERCEPTORS_METADATA,
   PATH_METADATA,
   PATTERN_HANDLER_METADATA,
@@ -12,16 +13,18 @@ import {
 } from '../utils/nest-metadata';
 import { mergeOptions, type ResolvedModuleOptions } from '../utils/options';
 
-/** Nest's metadata that tells routes apart: path, version, microservice pattern. */
-const ROUTE_METADATA = [PATH_METADATA, VERSION_METADATA, PATTERN_METADATA];
-
 /** What the interceptor works out once per route. */
 export interface Route {
   options: ResolvedIdempotencyOptions;
   /** `Controller.method`, for logs and events. */
   name: string;
-  /** What tells this route apart from every other: name, path, version, pattern. */
+  /**
+   * What tells this route apart when the transport names no route pattern: for a microservice
+   * handler, `Controller.method` and its patterns; otherwise also its path metadata.
+   */
   id: string;
+  /** What an HTTP route pattern does not say: ` version=…` and ` host=…` when set, else ''. */
+  suffix: string;
   /** A subclass of the interceptor is bound to the route as well, and handles its requests. */
   subclassBound: boolean;
   /** Mean time its handler takes in this process, in ms (moving average); 0 before a first run. */
@@ -68,20 +71,31 @@ export class RouteResolver {
     const onMethod = this.reflector.get(IdempotentOptions, handler as never);
     if (!onClass && !onMethod) return null;
     const name = routeName(target, handler);
-    const metadata = ROUTE_METADATA.map((key) => [
-      Reflect.getMetadata(key, target),
-      Reflect.getMetadata(key, handler),
-    ]);
     const isEvent = Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === EVENT_HANDLER;
+    const options = mergeOptions(
+      this.options,
+      isEvent ? this.options.eventDefaults : undefined,
+      onClass,
+      onMethod,
+    );
+    if (!options.enabled) return null;
+    const pattern: unknown = Reflect.getMetadata(PATTERN_METADATA, handler);
+    const paths = [
+      Reflect.getMetadata(PATH_METADATA, target),
+      Reflect.getMetadata(PATH_METADATA, handler),
+    ];
+    const version: unknown =
+      Reflect.getMetadata(VERSION_METADATA, handler) ??
+      Reflect.getMetadata(VERSION_METADATA, target);
+    const host: unknown = Reflect.getMetadata(HOST_METADATA, target);
+    const suffix =
+      (version === undefined ? '' : ` version=${metadataText(version)}`) +
+      (host === undefined ? '' : ` host=${metadataText(host)}`);
     return {
-      options: mergeOptions(
-        this.options,
-        isEvent ? this.options.eventDefaults : undefined,
-        onClass,
-        onMethod,
-      ),
+      options,
       name,
-      id: JSON.stringify([name, metadata]),
+      id: `${name} ${metadataText(pattern ?? paths)}${suffix}`,
+      suffix,
       subclassBound: this.isBase && this.bindsSubclass(target, handler),
       runMs: 0,
     };
@@ -100,6 +114,33 @@ export class RouteResolver {
         : interceptor instanceof base && interceptor.constructor !== base,
     );
   }
+}
+
+/**
+ * A route's identity in its records' keys, stable across restarts and instances: the key space
+ * when the route shares one; else the HTTP method and route pattern as registered (global
+ * prefix, RouterModule paths, URI version), with the version and host metadata; else (RPC) the
+ * handler and its patterns. Two routes Nest tells apart never share records.
+ */
+export function routeIdentity(
+  keySpace: string | undefined,
+  route: Route | null,
+  pattern: string | undefined,
+  fallback: string,
+): string {
+  if (keySpace !== undefined) return `space:${keySpace}`;
+  if (pattern !== undefined) return pattern + (route?.suffix ?? '');
+  return route?.id ?? fallback;
+}
+
+/**
+ * Metadata as stable text: JSON, with symbols (`VERSION_NEUTRAL`) and regular expressions (hosts)
+ * by their description and source, which JSON would drop.
+ */
+function metadataText(value: unknown): string {
+  return JSON.stringify(value, (_key, item: unknown) =>
+    typeof item === 'symbol' ? item.toString() : item instanceof RegExp ? String(item) : item,
+  );
 }
 
 /** Adds one run of the handler to its route's mean handler time. */

@@ -10,16 +10,14 @@ import type {
   WatchListener,
 } from '../stores/idempotency.store';
 import { withTimeout } from '../utils/timeout';
-import { describe, type OutcomeEvents } from './outcome-events';
+import { describe, type EventSource, type OutcomeEvents } from './outcome-events';
 
 /** One request's claim, as the interceptor tracks it while the handler runs. */
-export interface Claim {
+export interface Claim extends EventSource {
   /** The store key (prefix and hash). */
   key: string;
   /** The owner token. */
   token: string;
-  /** `Controller.method`, for logs and events. */
-  handler: string;
   options: ResolvedIdempotencyOptions;
 }
 
@@ -65,7 +63,7 @@ export class StoreCalls {
   async release(claim: Claim, cause?: unknown): Promise<void> {
     try {
       await this.call('release', this.store.release(claim.key, claim.token), claim.options);
-      this.events.emit(claim.options, 'released', claim.handler, claim.key, cause);
+      this.events.emit(claim, 'released', claim.key, cause);
     } catch (error) {
       this.logger.error(
         `${claim.handler}: releasing ${claim.key} failed (${describe(error)}); it frees itself when the lease expires`,
@@ -106,7 +104,7 @@ export class StoreCalls {
           (owned) => {
             if (owned) return;
             clearInterval(timer);
-            this.events.emit(options, 'lease_lost', claim.handler, claim.key);
+            this.events.emit(claim, 'lease_lost', claim.key);
             this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
           },
           (error) =>

@@ -39,6 +39,12 @@ export interface IdempotencyEvent {
   key?: string;
   /** `Controller.method` of the route. */
   handler: string;
+  /**
+   * The route's identity in record keys: `POST /v1/users` (method and path as registered, plus
+   * ` version=…` / ` host=…` when set), `space:<name>` for a `keySpace`, or for a microservice
+   * handler `Controller.method` and its patterns. What `IdempotencyRecords` takes as `route`.
+   */
+  route: string;
   /** The error behind `store_error`, `completion_failed`, `rejected` and `released` (when the handler threw). */
   error?: unknown;
 }

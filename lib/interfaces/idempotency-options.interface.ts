@@ -9,6 +9,13 @@ import type { IdempotencyEvent } from './idempotency-event.interface';
  * controller or handler with `@Idempotent({...})` (method beats class beats module).
  */
 export interface IdempotencyOptions {
+  /**
+   * `false` turns idempotency off where it is set: `@Idempotent(false)` (or
+   * `@Idempotent({ enabled: false })`) on a handler of an `@Idempotent()` controller runs that
+   * handler untouched; `forRoot({ enabled: false })` turns it off everywhere a route does not set
+   * it back. Default: true.
+   */
+  enabled?: boolean;
   /** Request header that carries the key. Default: `'Idempotency-Key'`. */
   headerName?: string;
   /** How long a completed response is kept and replayed, in milliseconds. Default: 86 400 000 (24 h). */
@@ -22,21 +29,36 @@ export interface IdempotencyOptions {
   /** Reject requests without a key with 400 instead of running them unprotected. Default: false. */
   required?: boolean;
   /**
-   * Compare a hash of the request (method, URL and canonical JSON body) and answer 422 when the
-   * same key comes with another request. Default: true.
+   * Compare a hash of the request and answer 422 when the same key comes with another request.
+   * `true` hashes the method, the URL and the canonical JSON body (RPC: the pattern and the
+   * payload). A function replaces that: it returns what identifies the request (a value of any
+   * JSON-like shape, e.g. some body fields or a header; sync or async), which is hashed the same
+   * way. In a {@link keySpace} the method and path are hashed with it. If it throws, the request
+   * is refused with 400 (`IDEMPOTENCY_KEY_INVALID`) and nothing runs. `false` skips the check.
+   * Default: true.
    */
-  fingerprint?: boolean;
+  fingerprint?: boolean | IdempotencyFingerprintFn;
   /**
    * When the store fails or times out before the claim: `false` answers 503 and runs nothing
    * (fail closed); `true` runs the handler unprotected and logs a warning. Default: false.
    */
   failOpen?: boolean;
   /**
-   * Reads the key from the request instead of the header; return `undefined` for none. A string
-   * is taken as it is (printable ASCII, trimmed, 1 to `maxKeyLength` characters; not parsed as a
-   * structured header), an integer (a number up to 2^53 - 1, or a bigint) as its decimal form.
+   * Reads the key from the request instead of the header (sync or async); return `undefined` for
+   * none. A string is taken as it is (printable ASCII, trimmed, 1 to `maxKeyLength` characters;
+   * not parsed as a structured header), an integer (a number up to 2^53 - 1, or a bigint) as its
+   * decimal form. If it throws (or rejects), the request is refused with 400
+   * (`IDEMPOTENCY_KEY_INVALID`) and nothing runs.
    */
-  key?: (context: ExecutionContext) => string | number | bigint | undefined;
+  key?: (context: ExecutionContext) => IdempotencyKeyValue | Promise<IdempotencyKeyValue>;
+  /**
+   * Shares keys between routes: every route with the same `keySpace` name looks a key up in one
+   * place, so a key names one client operation across endpoints (as payment APIs do). A key used
+   * on one of them and sent to another gets 422: the fingerprint then covers the method and the
+   * path as well (also with a fingerprint function, or `fingerprint: false`). Records stay
+   * scoped to the caller (`scope`). Default: none: each route has its own keys.
+   */
+  keySpace?: string;
   /**
    * Who a record belongs to, beside its route. By default an HTTP request with an authenticated
    * principal (`request.user`, set by Passport or your guard) is scoped to it: the first of
@@ -67,6 +89,26 @@ export interface IdempotencyOptions {
    * it throws is logged, never replaces that error.
    */
   onReject?: (context: ExecutionContext, error: IdempotencyError) => void;
+  /**
+   * Store and replay these errors of the handler, instead of releasing the claim: a retry then
+   * gets the same error again and the handler does not run (a declined card is not charged on
+   * retry). Each entry matches by HTTP status (`402`, or a class such as `'4xx'`), by exception
+   * class (`instanceof`), or by a predicate `(error, context) => boolean`. A replayed error has
+   * the status, body and allowlisted headers of the first one, and `Idempotent-Replayed: true`;
+   * it is rethrown as an `HttpException` (RPC: `RpcException`) with the stored body, of the
+   * listed class when one is listed, so exception filters answer as the first time. Errors that
+   * are not `HttpException`s are stored as status 500 with their class and message only; a
+   * timeout (`RequestTimeoutException`, rxjs `TimeoutError`) is never stored. Default: `[]`
+   * (every error releases the claim, so a retry runs the handler again).
+   */
+  storeErrors?: IdempotencyErrorMatcher[];
+  /**
+   * Adds a header saying what happened to each keyed request, so that clients and proxies can
+   * tell outcomes apart without parsing bodies: `first-run`, `replayed`, `in-progress` (409),
+   * `key-reused` (422), `key-missing` / `key-invalid` (400), `store-unavailable` (503). `true`
+   * names it `Idempotency-Status`; a string names it. HTTP only. Default: false.
+   */
+  statusHeader?: boolean | string;
   /** Response headers stored and replayed (case-insensitive). Default: {@link DEFAULT_REPLAY_HEADERS}. */
   replayHeaders?: string[];
   /**
@@ -111,6 +153,22 @@ export interface IdempotencyOptions {
    */
   problemDetails?: boolean | { typeBaseUri: string };
 }
+
+/** What a `key` function returns: a key, or `undefined` (or `null`) for none. */
+export type IdempotencyKeyValue = string | number | bigint | undefined | null;
+
+/** A custom fingerprint (option `fingerprint`): what identifies the request, hashed by the library. */
+export type IdempotencyFingerprintFn = (context: ExecutionContext) => unknown;
+
+/**
+ * Which errors `storeErrors` stores: an HTTP status (`402`), a status class (`'4xx'`), an
+ * exception class (matched with `instanceof`), or a predicate.
+ */
+export type IdempotencyErrorMatcher =
+  | number
+  | `${1 | 2 | 3 | 4 | 5}xx`
+  | (abstract new (...args: never[]) => Error)
+  | ((error: unknown, context: ExecutionContext) => boolean);
 
 /** How stored bodies are compressed (option `compression`). */
 export interface IdempotencyCompressionOptions {
@@ -164,7 +222,7 @@ export interface IdempotencyModuleExtras {
   globalInterceptor?: boolean;
 }
 
-type OptionalHooks = 'key' | 'scope' | 'onReplay' | 'onReject';
+type OptionalHooks = 'key' | 'scope' | 'onReplay' | 'onReject' | 'keySpace';
 
 /** Route options with every default filled in. */
 export type ResolvedIdempotencyOptions = Required<Omit<IdempotencyOptions, OptionalHooks>> &

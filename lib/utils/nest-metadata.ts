@@ -11,6 +11,8 @@ export const INTERCEPTORS_METADATA = '__interceptors__';
 export const PATH_METADATA = 'path';
 /** A route's HTTP method (a `RequestMethod` number), on the handler. */
 export const METHOD_METADATA = 'method';
+/** `@Controller({ host })`, on the controller class. */
+export const HOST_METADATA = 'host';
 /** `@Version()`, on the controller class or the handler. */
 export const VERSION_METADATA = '__version__';
 /** `@HttpCode()`, on the handler. */

@@ -7,6 +7,7 @@ import type {
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
+  enabled: true,
   headerName: 'Idempotency-Key',
   ttl: 24 * 60 * 60 * 1000,
   lockTtl: 30_000,
@@ -22,6 +23,8 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   waitTimeout: 10_000,
   compression: { algorithm: 'brotli', threshold: 1024 },
   problemDetails: false,
+  storeErrors: [],
+  statusHeader: false,
 };
 
 const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
@@ -39,7 +42,7 @@ const COUNTS = [
 /** Options that set a Node timer (lockTtl: its third), which fires at once past 2^31 - 1 ms. */
 const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
 const MAX_TIMER_MS = 2 ** 31 - 1;
-const FLAGS = ['required', 'fingerprint', 'failOpen'] as const;
+const FLAGS = ['enabled', 'required', 'failOpen'] as const;
 const FUNCTIONS = ['key', 'onReplay', 'onReject'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 
@@ -73,7 +76,39 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
       fail(`${name} must be a function, got ${typeof options[name]}`);
     }
   }
-  const { scope } = options;
+  const { scope, fingerprint, keySpace, statusHeader, storeErrors } = options;
+  if (fingerprint !== undefined && !['boolean', 'function'].includes(typeof fingerprint)) {
+    fail(`fingerprint must be a boolean or a function, got ${typeof fingerprint}`);
+  }
+  if (keySpace !== undefined && (typeof keySpace !== 'string' || keySpace === '')) {
+    fail(`keySpace must be a non-empty string, got ${JSON.stringify(keySpace) ?? typeof keySpace}`);
+  }
+  if (
+    statusHeader !== undefined &&
+    typeof statusHeader !== 'boolean' &&
+    !(typeof statusHeader === 'string' && HEADER_NAME.test(statusHeader))
+  ) {
+    fail(
+      `statusHeader must be a boolean or a valid HTTP header name, got ${JSON.stringify(statusHeader)}`,
+    );
+  }
+  if (storeErrors !== undefined) {
+    if (!Array.isArray(storeErrors)) fail('storeErrors must be an array');
+    for (const matcher of storeErrors) {
+      const valid =
+        typeof matcher === 'function' ||
+        (typeof matcher === 'number' &&
+          Number.isInteger(matcher) &&
+          matcher >= 100 &&
+          matcher <= 599) ||
+        (typeof matcher === 'string' && /^[1-5]xx$/.test(matcher));
+      if (!valid) {
+        fail(
+          `storeErrors holds ${JSON.stringify(matcher) ?? typeof matcher}: use an HTTP status (402), a class of statuses ('4xx'), an exception class or a predicate`,
+        );
+      }
+    }
+  }
   if (scope !== undefined && typeof scope !== 'function' && scope !== 'public') {
     fail(`scope must be a function or 'public', got ${JSON.stringify(scope) ?? typeof scope}`);
   }

@@ -35,8 +35,10 @@ export interface ResponseSnapshot {
   status?: number;
   /** Response headers to replay, lower-case names. */
   headers?: Record<string, string>;
-  /** The handler's value. */
+  /** The handler's value; for an error, its `StoredError` (utils/error-codec). */
   value: unknown;
+  /** The handler failed: `value` describes the error a replay throws (option `storeErrors`). */
+  error?: boolean;
 }
 
 /** What is stored beside the body, as short JSON. */
@@ -51,6 +53,8 @@ interface Meta {
   z?: Algorithm;
   /** Kind `view`: the typed array (or DataView) the body's bytes came from. */
   a?: ViewName;
+  /** 1 when the body is a stored error (see {@link ResponseSnapshot.error}). */
+  e?: 1;
 }
 
 /** A serialised response, before compression. */
@@ -147,6 +151,7 @@ export function encodeResponse(snapshot: ResponseSnapshot): EncodedResponse {
   }
   const meta: Meta = { k: kind[0] };
   if (view) meta.a = view;
+  if (snapshot.error) meta.e = 1;
   if (snapshot.status !== undefined) meta.s = snapshot.status;
   const headers = { ...snapshot.headers };
   if (kind === 'json' && headers['content-type'] === DEFAULT_JSON_TYPE) {
@@ -206,7 +211,15 @@ export async function decodeResponse(stored: StoredResponse): Promise<ResponseSn
     default:
       value = undefined;
   }
-  return { status: meta.s, headers: meta.h, value };
+  return meta.e === 1
+    ? { status: meta.s, headers: meta.h, value, error: true }
+    : { status: meta.s, headers: meta.h, value };
+}
+
+/** The HTTP status and whether it is an error, from a stored meta alone (operators' reports). */
+export function describeMeta(meta: string): { status?: number; error: boolean } {
+  const parsed = JSON.parse(meta) as Meta;
+  return { status: parsed.s, error: parsed.e === 1 };
 }
 
 /** The name of a typed array or DataView this codec stores as bytes, or undefined. */

@@ -148,6 +148,15 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
     expect(consumer.executions.count('fail')).toBe(2);
   });
 
+  it('replays a stored RpcException (storeErrors) as the same error, without running again', async () => {
+    const key = newKey();
+    const first = await errorOf(send(PATTERNS.declined, {}, key));
+    expect(first).toEqual({ status: 'error', message: 'card declined', run: 1 });
+    expect(await errorOf(send(PATTERNS.declined, {}, key))).toEqual(first);
+    expect(consumer.executions.count('declined')).toBe(1);
+    expect(consumer.executions.ofType('replayed')).not.toHaveLength(0);
+  });
+
   it('answers IDEMPOTENCY_KEY_REUSED when the key comes back with another payload', async () => {
     const key = newKey();
     await send(PATTERNS.charge, { amount: 1 }, key);

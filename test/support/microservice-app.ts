@@ -29,6 +29,7 @@ export const PATTERNS = {
   slow: `payments.slow.${RUN}`,
   wait: `payments.wait.${RUN}`,
   fail: `payments.fail.${RUN}`,
+  declined: `payments.declined.${RUN}`,
   stream: `payments.stream.${RUN}`,
   partial: `payments.partial.${RUN}`,
   nothing: `payments.nothing.${RUN}`,
@@ -82,6 +83,13 @@ export class PaymentsConsumer {
     const run = executions.hit('fail');
     if (run === 1) throw new RpcException({ status: 'error', message: 'card declined' });
     return { run };
+  }
+
+  @MessagePattern(PATTERNS.declined)
+  @Idempotent({ storeErrors: [RpcException] })
+  declined() {
+    const run = executions.hit('declined');
+    throw new RpcException({ status: 'error', message: 'card declined', run });
   }
 
   @MessagePattern(PATTERNS.stream)

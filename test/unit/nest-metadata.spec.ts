@@ -8,6 +8,7 @@ describe("Nest's private metadata keys", () => {
   it.each([
     'INTERCEPTORS_METADATA',
     'PATH_METADATA',
+    'HOST_METADATA',
     'METHOD_METADATA',
     'VERSION_METADATA',
     'HTTP_CODE_METADATA',

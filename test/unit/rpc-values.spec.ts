@@ -1,6 +1,7 @@
 import { ExecutionContext } from '@nestjs/common';
 import { lastValueFrom, toArray } from 'rxjs';
 import { RpcContextAdapter } from '../../lib/adapters/rpc-context.adapter';
+import { DEFAULT_OPTIONS } from '../../lib/utils/options';
 import { decodeResponse, encodeResponse, packResponse } from '../../lib/utils/response-codec';
 
 describe('RPC reply values through the store', () => {
@@ -12,7 +13,8 @@ describe('RPC reply values through the store', () => {
     const snapshot = adapter.capture(context, values);
     if (typeof snapshot === 'string') throw new Error(snapshot);
     const stored = await packResponse(encodeResponse(snapshot), { threshold: 0 });
-    return lastValueFrom(adapter.replay(context, await decodeResponse(stored)).pipe(toArray()));
+    const replayed = adapter.replay(context, await decodeResponse(stored), DEFAULT_OPTIONS);
+    return lastValueFrom(replayed.pipe(toArray()));
   }
 
   it('replays undefined and Buffers as they were emitted, not as JSON made them', async () => {

@@ -1,0 +1,117 @@
+import type { ExecutionContext, Logger } from '@nestjs/common';
+import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
+import type { StoredResponse } from '../stores/idempotency.store';
+import { matchesStoredErrors } from '../utils/error-codec';
+import { encodeResponse, packResponse, type ResponseSnapshot } from '../utils/response-codec';
+import { describe, type OutcomeEvents } from './outcome-events';
+import type { GlobalSerializers } from './serializers';
+import type { Claim, StoreCalls } from './store-calls';
+
+/** Writes a completion: the store's own `complete`, or one inside the app's transaction. */
+export type CompletionWrite = (claim: Claim, response: StoredResponse) => Promise<boolean>;
+
+/**
+ * Records a handler's outcome under its claim: what it emitted, as the client is sent it (after
+ * the global serializers), or an error the route's `storeErrors` match. Anything that cannot be
+ * stored releases the claim, so a retry runs the handler again rather than finding nothing.
+ */
+export class OutcomeRecorder {
+  constructor(
+    private readonly serializers: GlobalSerializers,
+    private readonly calls: StoreCalls,
+    private readonly events: OutcomeEvents,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Stores what the handler emitted (or releases the claim when it cannot be stored). */
+  async success(
+    context: ExecutionContext,
+    adapter: IdempotencyContextAdapter,
+    claim: Claim,
+    values: unknown[],
+    write?: CompletionWrite,
+  ): Promise<void> {
+    let snapshot;
+    try {
+      snapshot = adapter.capture(
+        context,
+        await this.serializers.apply(context, values),
+        claim.options,
+      );
+    } catch (error) {
+      const reason = `the response cannot be serialised (${describe(error)})`;
+      return this.notReplayable(claim, 'unserialisable', reason);
+    }
+    if (typeof snapshot === 'string') {
+      return this.notReplayable(claim, snapshot, `the response is ${snapshot}`);
+    }
+    await this.store(claim, snapshot, write);
+  }
+
+  /**
+   * Stores the handler's error when the route's `storeErrors` match it, so that a retry gets it
+   * again. @returns false when they do not (the caller releases the claim).
+   */
+  async error(
+    context: ExecutionContext,
+    adapter: IdempotencyContextAdapter,
+    claim: Claim,
+    error: unknown,
+    write?: CompletionWrite,
+  ): Promise<boolean> {
+    const { storeErrors } = claim.options;
+    if (storeErrors.length === 0) return false;
+    if (!matchesStoredErrors(storeErrors, error, context, adapter.errorStatus(error))) return false;
+    await this.store(claim, adapter.captureError(context, error, claim.options), write);
+    return true;
+  }
+
+  private async store(
+    claim: Claim,
+    snapshot: ResponseSnapshot,
+    write: CompletionWrite = (owner, response) => this.calls.complete(owner, response),
+  ): Promise<void> {
+    const { options, handler, key } = claim;
+    let encoded;
+    try {
+      encoded = encodeResponse(snapshot);
+    } catch (error) {
+      const reason = `the response cannot be serialised (${describe(error)})`;
+      return this.notReplayable(claim, 'unserialisable', reason);
+    }
+    if (encoded.body.length > options.maxResponseBytes) {
+      return this.notReplayable(
+        claim,
+        'too large',
+        `the response has ${encoded.body.length} bytes, over maxResponseBytes (${options.maxResponseBytes})`,
+      );
+    }
+    try {
+      const owned = await write(claim, await packResponse(encoded, options.compression));
+      if (owned) {
+        this.events.emit(claim, 'completed', key);
+      } else {
+        this.events.emit(claim, 'fenced', key);
+        this.logger.warn(
+          `${handler}: the handler outlived its lease on ${key}; its response was sent but not stored (fenced)`,
+        );
+      }
+    } catch (error) {
+      this.events.emit(claim, 'completion_failed', key, error);
+      this.logger.error(
+        `${handler}: the handler succeeded but storing its response for ${key} failed (${describe(error)}); a retry after the lease may run it again`,
+      );
+    }
+  }
+
+  /** `kind`: what went wrong, without the details of this response (it is warned about once). */
+  private async notReplayable(claim: Claim, kind: string, reason: string): Promise<void> {
+    this.events.emit(claim, 'not_replayable', claim.key);
+    this.events.warnOnce(
+      claim.handler,
+      `not stored because ${reason}; the claim was released`,
+      kind,
+    );
+    await this.calls.release(claim);
+  }
+}

@@ -1,0 +1,78 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
+import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
+import type {
+  IdempotencyKeyValue,
+  ResolvedIdempotencyOptions,
+} from '../interfaces/idempotency-options.interface';
+import { fingerprint } from '../utils/fingerprint';
+import { describe, type OutcomeEvents } from './outcome-events';
+
+/**
+ * Works out a request's key and fingerprint, through the route's own functions (options `key`
+ * and `fingerprint`, sync or async) or the transport adapter's defaults. What a route's function
+ * throws is the client's problem to hear about (400), never a 500.
+ */
+export class RequestIdentity {
+  constructor(private readonly events: OutcomeEvents) {}
+
+  /** The raw key (checked by the caller), or undefined / null when the request has none. */
+  key(
+    context: ExecutionContext,
+    adapter: IdempotencyContextAdapter,
+    options: ResolvedIdempotencyOptions,
+    handler: string,
+  ): unknown {
+    const read = options.key;
+    if (!read) return adapter.readKey(context, options);
+    return this.callHook<IdempotencyKeyValue | Promise<IdempotencyKeyValue>>(
+      () => read(context),
+      handler,
+      'key',
+    );
+  }
+
+  /**
+   * The request's fingerprint (option `fingerprint`): the adapter's, a hash of what the route's
+   * function returns, or none; in a key space, the method and path are always part of it.
+   */
+  fingerprint(
+    context: ExecutionContext,
+    adapter: IdempotencyContextAdapter,
+    options: ResolvedIdempotencyOptions,
+    handler: string,
+  ): string | Promise<string> {
+    const custom = options.fingerprint;
+    if (custom === true) return adapter.fingerprint(context);
+    const parts = options.keySpace === undefined ? [] : adapter.target(context);
+    if (custom === false) return parts.length === 0 ? '' : fingerprint(parts, undefined);
+    const value = this.callHook(() => custom(context), handler, 'fingerprint');
+    return isPromise(value) ? value.then((v) => fingerprint(parts, v)) : fingerprint(parts, value);
+  }
+
+  /** Calls a route's key or fingerprint function: what it throws or rejects with answers 400. */
+  private callHook<T>(hook: () => T, handler: string, name: string): T | Promise<Awaited<T>> {
+    const refuse = (error: unknown): never => {
+      this.events.warnOnce(
+        handler,
+        `the ${name} function failed (${describe(error)}); answering 400`,
+        name,
+      );
+      throw new IdempotencyKeyInvalidError(
+        `The idempotency ${name} could not be worked out for this request.`,
+        { cause: error },
+      );
+    };
+    try {
+      const result = hook();
+      return isPromise(result) ? (result.catch(refuse) as Promise<Awaited<T>>) : result;
+    } catch (error) {
+      return refuse(error);
+    }
+  }
+}
+
+/** Whether a hook returned a promise (async functions do), which the caller then awaits. */
+export function isPromise<T>(value: T | Promise<T>): value is Promise<T> {
+  return value instanceof Promise;
+}
