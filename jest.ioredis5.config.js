@@ -7,6 +7,6 @@ const base = require('./jest.config');
 module.exports = {
   ...base,
   roots: ['<rootDir>/test/e2e'],
-  testRegex: '(redis-store\\.contract|wait-mode|redis-behaviour)\\.e2e-spec\\.ts$',
+  testRegex: '(redis-store\\.contract|wait-mode|redis-behaviour|redis-operator)\\.e2e-spec\\.ts$',
   moduleNameMapper: { ...base.moduleNameMapper, '^ioredis$': 'ioredis5' },
 };

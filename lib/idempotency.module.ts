@@ -9,6 +9,7 @@ import { ModulesContainer } from '@nestjs/core';
 import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
+import { IdempotencyRecords } from './services/idempotency-records.service';
 import { hoistInterceptor } from './interceptors/outermost';
 import { createStore, waitUntilReady } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
@@ -39,8 +40,9 @@ import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/option
       inject: [IDEMPOTENCY_OPTIONS],
       useFactory: createStore,
     },
+    IdempotencyRecords,
   ],
-  exports: [IdempotencyStore, IDEMPOTENCY_OPTIONS],
+  exports: [IdempotencyStore, IDEMPOTENCY_OPTIONS, IdempotencyRecords],
 })
 export class IdempotencyModule
   extends ConfigurableModuleClass

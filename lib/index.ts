@@ -2,6 +2,7 @@ export * from './decorators';
 export * from './errors';
 export * from './interceptors';
 export * from './interfaces';
+export * from './services';
 export * from './stores';
 export {
   IDEMPOTENCY_OPTIONS,

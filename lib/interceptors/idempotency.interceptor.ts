@@ -26,7 +26,7 @@ import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { createOpenTelemetryMetrics } from '../observability/metrics';
 import { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
-import { parseIdempotencyKey, recordKey } from '../utils/key';
+import { parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { principalId } from '../utils/principal';
 import { decodeResponse } from '../utils/response-codec';
@@ -153,13 +153,11 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const route = this.routeOf(context, options, adapter, this.routes.resolve(context));
     const { scope } = options;
     if (scope === 'public') return route;
-    // A tenant, typed (`1` and `'1'` differ); none (undefined, null) falls back to the principal.
+    // A tenant; none (undefined, null) falls back to the principal.
     const tenant: unknown = scope?.(context);
-    if (tenant !== undefined && tenant !== null)
-      return `${route}\0t:${typeof tenant}:${String(tenant)}`;
+    if (tenant !== undefined && tenant !== null) return recordScope(route, tenant, undefined);
     const principal = principalId(adapter?.principal?.(context), handler);
-    if (principal !== undefined) return `${route}\0u:${principal}`;
-    if (context.getType() === 'http') {
+    if (principal === undefined && context.getType() === 'http') {
       this.events.warnOnce(
         handler,
         "no principal (request.user) and no `scope`: every caller shares this route's records " +
@@ -167,7 +165,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         'unscoped',
       );
     }
-    return route;
+    return recordScope(route, undefined, principal);
   }
 
   /**

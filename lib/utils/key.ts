@@ -129,6 +129,17 @@ export function digest(text: string): string {
 }
 
 /**
+ * What a record key is scoped to: the route's identity, then the record's owner: the tenant a
+ * `scope` function returned (typed: `1` and `'1'` differ), else the principal's id
+ * (`principalId`), else nobody (every caller of the route shares it).
+ */
+export function recordScope(route: string, tenant: unknown, principal: string | undefined): string {
+  if (tenant !== undefined && tenant !== null)
+    return `${route}\0t:${typeof tenant}:${String(tenant)}`;
+  return principal === undefined ? route : `${route}\0u:${principal}`;
+}
+
+/**
  * The store key of a record. The client's key is hashed together with its scope (handler, tenant),
  * so raw client input never reaches a key name and one key used on two endpoints never collides.
  * The hash sits in a `{hash tag}`, so every key of one record maps to one Cluster slot.

@@ -21,7 +21,17 @@ async function commandCalls(client: Redis): Promise<Record<string, number>> {
 }
 
 /** Commands the scripts run inside Redis: commandstats counts them, but they are no round trips. */
-const INSIDE_SCRIPTS = ['get', 'getrange', 'set', 'pexpire', 'pttl', 'del', 'publish', 'spublish'];
+const INSIDE_SCRIPTS = [
+  'get',
+  'getrange',
+  'set',
+  'pexpire',
+  'pttl',
+  'del',
+  'publish',
+  'spublish',
+  'time',
+];
 
 /** Round trips the app made: every command sent, but the inspection client's INFO / CONFIG. */
 async function roundTrips(

@@ -1,0 +1,105 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
+import { IdempotencyStore } from '../stores/idempotency.store';
+import { parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
+import type { ResolvedModuleOptions } from '../utils/options';
+import { principalId } from '../utils/principal';
+import { describeMeta } from '../utils/response-codec';
+
+/** Which record an operator means: the client's key, the route, and whose record it is. */
+export interface IdempotencyRecordQuery {
+  /**
+   * The key as the route read it: the `Idempotency-Key` header's value (the content of a quoted
+   * one), what a `key` function returned, or the message's key.
+   */
+  key: string | number | bigint;
+  /**
+   * The route, as events name it (`IdempotencyEvent.route`): `POST /v1/payments` (method and
+   * path as registered, with ` version=…` / ` host=…` when set), `space:<name>` for a route with a
+   * `keySpace`, or for a microservice handler `Controller.method` and its patterns.
+   */
+  route: string;
+  /**
+   * Whose record, on a route scoped to its principal: the principal as your auth sets
+   * `request.user` (e.g. `{ id: 42 }`; its `id`, `sub`, `userId` or `_id` is what counts).
+   */
+  user?: unknown;
+  /** Whose record, on a route with a `scope` function: what it returned for the caller. */
+  tenant?: string | number | bigint | boolean;
+  /** The route's `keyPrefix`, when it overrides the module's. */
+  keyPrefix?: string;
+}
+
+/** A record as {@link IdempotencyRecords.inspect} reports it. */
+export type IdempotencyRecordState =
+  /** No live record: never used, released, expired or deleted. */
+  | { state: 'absent' }
+  /** A handler runs under the key; its lease runs out in `leaseMsLeft` ms unless renewed. */
+  | { state: 'pending'; leaseMsLeft: number }
+  /**
+   * The outcome is stored: its HTTP `status` (none for RPC), whether it is a stored `error`
+   * (`storeErrors`), the stored body's size in `bytes` (compressed if it was), the ms since it
+   * completed (`ageMs`, -1 when unknown) and until it is forgotten (`ttlMsLeft`).
+   */
+  | {
+      state: 'completed';
+      status?: number;
+      error: boolean;
+      bytes: number;
+      ageMs: number;
+      ttlMsLeft: number;
+    };
+
+/**
+ * Reads and deletes idempotency records, for operators and support tools: a client whose key is
+ * stuck, a stored response that must be purged. It addresses a record the way the interceptor
+ * does (key, route, owner) and works on every store that implements `inspect` and `delete`
+ * (memory, Redis, PostgreSQL). Expose it only behind your own authorisation.
+ *
+ * @example
+ * ```ts
+ * const state = await records.inspect({ key: 'k-1', route: 'POST /payments', user: { id: 42 } });
+ * if (state.state === 'pending') await records.delete({ key: 'k-1', route: 'POST /payments', user: { id: 42 } });
+ * ```
+ */
+@Injectable()
+export class IdempotencyRecords {
+  private readonly logger = new Logger('Idempotency');
+
+  constructor(
+    private readonly store: IdempotencyStore,
+    @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
+  ) {}
+
+  /** The record's state; nothing is changed. */
+  async inspect(query: IdempotencyRecordQuery): Promise<IdempotencyRecordState> {
+    const found = await this.store.inspect(this.storeKey(query));
+    if (found.state !== 'completed') return found;
+    const { status, error } = describeMeta(found.meta);
+    const { bytes, ageMs, ttlMsLeft } = found;
+    return { state: 'completed', status, error, bytes, ageMs, ttlMsLeft };
+  }
+
+  /**
+   * Deletes the record whatever its state: the next request with the key runs the handler. A
+   * handler still running under it is fenced (its response is not stored), and duplicates
+   * waiting on it claim the key. @returns whether there was a record.
+   */
+  async delete(query: IdempotencyRecordQuery): Promise<boolean> {
+    const key = this.storeKey(query);
+    const deleted = await this.store.delete(key);
+    if (deleted) this.logger.log(`deleted the record ${key} of ${query.route}`);
+    return deleted;
+  }
+
+  /** The store key of the record, as the interceptor derives it. */
+  private storeKey(query: IdempotencyRecordQuery): string {
+    const { route, user, tenant, keyPrefix = this.options.keyPrefix } = query;
+    if (typeof route !== 'string' || route === '') {
+      throw new TypeError('IdempotencyRecords: route must name a route, e.g. "POST /payments"');
+    }
+    const key = parseIdempotencyKey(query.key, this.options.maxKeyLength);
+    const principal = user === undefined ? undefined : principalId(user, route);
+    return recordKey(keyPrefix, recordScope(route, tenant, principal), key);
+  }
+}
