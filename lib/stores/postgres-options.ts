@@ -1,0 +1,91 @@
+/**
+ * Checks of the PostgreSQL store's options, shared by the store's constructor and the module's
+ * validation (which runs before any store exists, and must not load the store's dependencies).
+ */
+import type { Pool } from 'pg';
+import type {
+  IdempotencyPostgresConfig,
+  PostgresIdempotencyStoreOptions,
+} from './postgres-idempotency.store';
+
+const IDENTIFIER = '[A-Za-z_][A-Za-z0-9_]*';
+const TABLE_NAME = new RegExp(`^(?:${IDENTIFIER}\\.)?${IDENTIFIER}$`);
+/** PostgreSQL's NAMEDATALEN - 1: the longest identifier, and channel name, it keeps whole. */
+const MAX_NAME = 63;
+
+/**
+ * Why `options` are invalid (starting with the option's name), or undefined when they are valid.
+ * The module reports it under `postgres.`; the store's constructor throws it.
+ */
+export function checkPostgresStoreOptions(
+  options: PostgresIdempotencyStoreOptions,
+): string | undefined {
+  const { table, ensureSchema, sweepIntervalMs, sweepBatchSize } = options;
+  if (table !== undefined && !(typeof table === 'string' && TABLE_NAME.test(table))) {
+    const got = JSON.stringify(table) ?? typeof table;
+    return `table must be a table name, optionally schema-qualified (letters, digits, _): ${got}`;
+  }
+  if (table !== undefined && table.length > MAX_NAME) {
+    return (
+      `table must be at most ${MAX_NAME} characters with its schema (it names the NOTIFY ` +
+      `channel), got ${table.length}`
+    );
+  }
+  if (ensureSchema !== undefined && typeof ensureSchema !== 'boolean') {
+    return `ensureSchema must be a boolean, got ${typeof ensureSchema}`;
+  }
+  if (
+    sweepIntervalMs !== undefined &&
+    !(Number.isSafeInteger(sweepIntervalMs) && sweepIntervalMs >= 0 && sweepIntervalMs < 2 ** 31)
+  ) {
+    const got = String(sweepIntervalMs);
+    return `sweepIntervalMs must be a whole number of ms from 0 to ${2 ** 31 - 1}, got ${got}`;
+  }
+  if (
+    sweepBatchSize !== undefined &&
+    !(Number.isSafeInteger(sweepBatchSize) && sweepBatchSize > 0)
+  ) {
+    return `sweepBatchSize must be a positive whole number, got ${String(sweepBatchSize)}`;
+  }
+  return undefined;
+}
+
+/** Whether `value` is a node-postgres `Pool` (a `Client` has no totalCount). */
+export function isPgPool(value: unknown): value is Pool {
+  const pool = value as Partial<Record<'query' | 'connect' | 'totalCount', unknown>> | null;
+  return (
+    typeof pool?.query === 'function' &&
+    typeof pool.connect === 'function' &&
+    typeof pool.totalCount === 'number'
+  );
+}
+
+/**
+ * Why the `postgres` module option is invalid (a message naming it), or undefined when it is
+ * valid: a connection string, a pg.Pool, or a config with at most one of connectionString and
+ * pool, and valid store options.
+ */
+export function checkPostgresOption(value: unknown): string | undefined {
+  const shape =
+    'postgres must be a connection string, a pg.Pool or { connectionString | pool, ... }';
+  if (typeof value === 'string') return value.trim() === '' ? shape : undefined;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return shape;
+  if (isPgPool(value)) return undefined;
+  const config = value as IdempotencyPostgresConfig;
+  if (config.connectionString !== undefined && config.pool !== undefined) {
+    return 'postgres takes connectionString or pool, not both';
+  }
+  const url = config.connectionString;
+  if (url !== undefined && (typeof url !== 'string' || url.trim() === '')) {
+    return 'postgres.connectionString must be a non-empty string';
+  }
+  if (config.pool !== undefined && !isPgPool(config.pool)) return 'postgres.pool must be a pg.Pool';
+  if (
+    config.poolConfig !== undefined &&
+    (typeof config.poolConfig !== 'object' || !config.poolConfig)
+  ) {
+    return 'postgres.poolConfig must be pg.Pool settings (an object)';
+  }
+  const problem = checkPostgresStoreOptions(config);
+  return problem && `postgres.${problem}`;
+}
