@@ -63,9 +63,12 @@ export class IdempotencyModule
 
   async onApplicationBootstrap(): Promise<void> {
     if (this.options.store) return;
-    // Boot never fails on an unreachable Redis: keyed requests get 503 until it is back.
+    // Boot never fails on an unreachable database: keyed requests get 503 until it is back.
     if (!(await waitUntilReady(this.store, this.options.storeTimeout))) {
-      this.logger.warn('Redis is not reachable yet; idempotent requests answer 503 until it is');
+      const database = this.options.postgres !== undefined ? 'PostgreSQL' : 'Redis';
+      this.logger.warn(
+        `${database} is not reachable yet; idempotent requests answer 503 until it is`,
+      );
     }
   }
 

@@ -1,7 +1,9 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
+import type { Pool } from 'pg';
 import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { IdempotencyStore } from '../stores/idempotency.store';
+import type { IdempotencyPostgresConfig } from '../stores/postgres-idempotency.store';
 import type { IdempotencyEvent } from './idempotency-event.interface';
 
 /**
@@ -103,6 +105,18 @@ export interface IdempotencyOptions {
    */
   storeErrors?: IdempotencyErrorMatcher[];
   /**
+   * Runs the handler inside a database transaction and writes the completion in that same
+   * transaction, so that the handler's writes and its idempotency record commit together, or
+   * not at all: a crash before the commit leaves neither, and the retry runs once. The
+   * transaction is opened through the app's `TransactionHost` (`@nestjs-cls/transactional`,
+   * registered with `ClsPluginTransactional`; `{ connectionName }` picks a named one); write
+   * through it (`txHost.tx`, `@Transactional()` services) in the handler. A completion refused
+   * because the request lost its lease (fenced) rolls the transaction back, and the client gets
+   * 409 (a retry replays the winner's response). Needs a store that can write inside the app's
+   * transaction: the PostgreSQL store, on the database the app writes to. Default: false.
+   */
+  transactional?: boolean | { connectionName?: string };
+  /**
    * Adds a header saying what happened to each keyed request, so that clients and proxies can
    * tell outcomes apart without parsing bodies: `first-run`, `replayed`, `in-progress` (409),
    * `key-reused` (422), `key-missing` / `key-invalid` (400), `store-unavailable` (503). `true`
@@ -196,6 +210,14 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
    * from a URL or options are closed on application shutdown.
    */
   redis?: Redis | Cluster | string | RedisOptions | IdempotencyClusterConfig;
+  /**
+   * PostgreSQL to use instead of Redis (needs the `pg` package): a `postgres://` connection
+   * string, a `pg.Pool` of yours (never ended by the module), or an
+   * {@link IdempotencyPostgresConfig} (`connectionString` or `pool`, `table`, `ensureSchema`, the
+   * sweeper's interval and batch size). A pool created from a connection string is ended on
+   * application shutdown. Not together with `redis`. See docs/postgres.md.
+   */
+  postgres?: string | Pool | IdempotencyPostgresConfig;
   /** Any store implementation; takes precedence over `redis`. Never closed by the module. */
   store?: IdempotencyStore;
   /** Receives every outcome (claimed, replayed, conflict, ...); keys are hashed, never raw. */

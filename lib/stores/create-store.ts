@@ -1,8 +1,12 @@
 import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
+import type { PoolConfig } from 'pg';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-options.interface';
+import type { ResolvedModuleOptions } from '../utils/options';
 import type { IdempotencyStore } from './idempotency.store';
 import { MemoryIdempotencyStore } from './memory-idempotency.store';
+import { IdempotencyPostgresConfig, PostgresIdempotencyStore } from './postgres-idempotency.store';
+import { isPgPool } from './postgres-options';
 import { RedisIdempotencyStore } from './redis-idempotency.store';
 import { loadPeer } from '../utils/load-optional';
 
@@ -19,18 +23,32 @@ let warnedMemory = false;
  */
 const CLIENT_DEFAULTS = { maxRetriesPerRequest: 1, enableAutoPipelining: true };
 
-/** Builds the store the module options ask for: `store`, else `redis`, else the memory store. */
-export function createStore(options: IdempotencyModuleOptions): IdempotencyStore {
+/**
+ * Settings of pools the module creates, under the caller's `poolConfig`: a connection attempt
+ * gives up after `storeTimeout` (a claim waiting longer has been answered 503 anyway), and TCP
+ * keepalive finds a peer that vanished without closing the connection.
+ */
+const POOL_DEFAULTS: PoolConfig = { keepAlive: true, application_name: 'nestjs-idempotency' };
+
+/**
+ * Builds the store the module options ask for: `store`, else `redis` or `postgres`, else the
+ * memory store.
+ */
+export function createStore(options: ResolvedModuleOptions): IdempotencyStore {
   if (options.store) return options.store;
   if (options.redis !== undefined) {
     const { client, owned } = createRedisClient(options.redis);
     return new RedisIdempotencyStore(client, { ownsClient: owned });
   }
+  if (options.postgres !== undefined) {
+    return createPostgresStore(options.postgres, options.storeTimeout);
+  }
   if (!warnedMemory) {
     warnedMemory = true;
     logger.warn(
-      'No redis or store configured: using the in-memory store. It is process-local, so several ' +
-        'instances of the app do not share keys; configure `redis` for production.',
+      'No redis, postgres or store configured: using the in-memory store. It is process-local, ' +
+        'so several instances of the app do not share keys; configure `redis` or `postgres` for ' +
+        'production.',
     );
   }
   return new MemoryIdempotencyStore();
@@ -86,8 +104,43 @@ function queueUntilFirstReady(client: Redis, offlineQueue: boolean): Redis {
   return client;
 }
 
-/** Waits (bounded) until a client the module created is ready, so boot does not race the first request. */
+function createPostgresStore(
+  config: NonNullable<IdempotencyModuleOptions['postgres']>,
+  storeTimeout: number,
+): PostgresIdempotencyStore {
+  if (isPgPool(config)) return new PostgresIdempotencyStore(config);
+  const { connectionString, pool, poolConfig, ...storeOptions }: IdempotencyPostgresConfig =
+    typeof config === 'string' ? { connectionString: config } : config;
+  if (pool) return new PostgresIdempotencyStore(pool, storeOptions);
+  const pg = loadPeer<typeof import('pg')>('pg', 'the `postgres` option');
+  const created = new pg.Pool({
+    ...POOL_DEFAULTS,
+    connectionTimeoutMillis: storeTimeout,
+    ...poolConfig,
+    ...(connectionString !== undefined && { connectionString }),
+  });
+  // An idle connection that fails emits 'error' on the pool: without a listener the process
+  // would crash. Log an outage once, and its end, rather than every failed connection.
+  let down = false;
+  created.on('error', (error: Error) => {
+    if (down) return;
+    down = true;
+    logger.error(`PostgreSQL connection error: ${error.message}; keyed requests may fail`);
+  });
+  created.on('connect', () => {
+    if (!down) return;
+    down = false;
+    logger.log('PostgreSQL connection is back');
+  });
+  return new PostgresIdempotencyStore(created, { ...storeOptions, ownsPool: true });
+}
+
+/**
+ * Waits (bounded) until a client the module created is ready, so boot does not race the first
+ * request. For PostgreSQL: until a query answers, and with `ensureSchema` until the table exists.
+ */
 export async function waitUntilReady(store: IdempotencyStore, timeoutMs: number): Promise<boolean> {
+  if (store instanceof PostgresIdempotencyStore) return store.whenReady(timeoutMs);
   if (!(store instanceof RedisIdempotencyStore) || store.client.status === 'ready') return true;
   // A client of yours with lazyConnect stays in 'wait' until its first command: nothing to wait for.
   if (store.client.status === 'wait') return true;

@@ -4,6 +4,7 @@ import type {
   IdempotencyOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
+import { checkPostgresOption } from '../stores/postgres-options';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -24,6 +25,7 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   compression: { algorithm: 'brotli', threshold: 1024 },
   problemDetails: false,
   storeErrors: [],
+  transactional: false,
   statusHeader: false,
 };
 
@@ -91,6 +93,18 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
     fail(
       `statusHeader must be a boolean or a valid HTTP header name, got ${JSON.stringify(statusHeader)}`,
     );
+  }
+  const { transactional } = options;
+  if (
+    transactional !== undefined &&
+    typeof transactional !== 'boolean' &&
+    !(
+      typeof transactional === 'object' &&
+      transactional !== null &&
+      ['undefined', 'string'].includes(typeof transactional.connectionName)
+    )
+  ) {
+    fail('transactional must be a boolean or { connectionName?: string }');
   }
   if (storeErrors !== undefined) {
     if (!Array.isArray(storeErrors)) fail('storeErrors must be an array');
@@ -193,6 +207,11 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
     if (nodes !== undefined && !(Array.isArray(nodes) && nodes.length > 0)) {
       fail('redis.clusterNodes must be a non-empty array of nodes');
     }
+  }
+  if (options.postgres !== undefined) {
+    if (redis !== undefined) fail('redis and postgres are two stores: set one of them');
+    const problem = checkPostgresOption(options.postgres);
+    if (problem) fail(problem);
   }
   if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
     fail(`onEvent must be a function, got ${typeof options.onEvent}`);
