@@ -11,6 +11,18 @@ export default tseslint.config(
     },
   },
   {
+    // Type-aware rules for this promise-heavy code: a promise nobody awaits or handles, or one
+    // passed where a callback's result is ignored, loses its errors.
+    files: ['**/*.ts'],
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+    },
+  },
+  {
     // Plain CommonJS fixtures that run in their own Node processes.
     files: ['**/*.js'],
     languageOptions: {

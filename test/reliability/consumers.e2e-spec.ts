@@ -35,11 +35,13 @@ function until(condition: () => boolean | Promise<boolean>, ms: number) {
       clearInterval(check);
       reject(new Error(`condition not met within ${ms} ms`));
     }, ms);
-    const check = setInterval(async () => {
-      if (!(await condition())) return;
-      clearInterval(check);
-      clearTimeout(deadline);
-      resolve();
+    const check = setInterval(() => {
+      void Promise.resolve(condition()).then((met) => {
+        if (!met) return;
+        clearInterval(check);
+        clearTimeout(deadline);
+        resolve();
+      }, reject);
     }, 50);
   });
 }
