@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Pool, type PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { PostgresIdempotencyStore, type StoredResponse } from '../../lib';
+import { packageFolder } from '../../lib/utils/load-optional';
 import { resolveModuleOptions } from '../../lib/utils/options';
 import {
   dropTable,
@@ -140,7 +141,7 @@ describe('PostgresIdempotencyStore: schema', () => {
 
   it('applies sql/001 cleanly (twice, renamed as its comment says) and ensureSchema creates the same table', async () => {
     const migration = readFileSync(
-      join(__dirname, '..', '..', 'sql', '001_idempotency_records.sql'),
+      join(packageFolder('sql'), '001_idempotency_records.sql'),
       'utf8',
     );
     const migrated = table('migrated');

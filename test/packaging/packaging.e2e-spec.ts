@@ -25,6 +25,7 @@ const PACKAGE_SOURCES = [
   'package.json',
   'lib',
   'lua',
+  'sql',
   'tsconfig.json',
   'tsconfig.build.json',
   'tsconfig.build-esm.json',
@@ -390,7 +391,7 @@ describe('the packed package in scratch apps', () => {
     if (work) await rm(work, { recursive: true, force: true });
   });
 
-  it('ships lua/, both builds and every file the exports map names', async () => {
+  it('ships lua/, sql/, both builds and every file the exports map names', async () => {
     const manifest = JSON.parse(await readFile(join(source, 'package.json'), 'utf8')) as {
       exports: Record<string, string | Record<string, Record<string, string>>>;
     };
@@ -405,7 +406,11 @@ describe('the packed package in scratch apps', () => {
     });
     expect(missing).toEqual([]);
     expect(files).toEqual(
-      expect.arrayContaining(['package/lua/claim-1.lua', 'package/dist/esm/package.json']),
+      expect.arrayContaining([
+        'package/lua/claim-1.lua',
+        'package/sql/001_idempotency_records.sql',
+        'package/dist/esm/package.json',
+      ]),
     );
     expect(files.filter((file) => /\/(test|sample-app|compat|bench)\//.test(file))).toEqual([]);
   });
