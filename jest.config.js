@@ -1,16 +1,32 @@
+// One Jest run, four projects: `npm test` runs them all (then the ioredis 5 and NestJS 12 lanes);
+// `npx jest --selectProjects unit` runs one. Unit tests need no service and no global set-up;
+// the others talk to real services, and their global set-up picks the Redis they share.
+
+const { shared, services } = require('./jest.shared');
+
 /** @type {import('jest').Config} */
 module.exports = {
-  preset: 'ts-jest',
-  testEnvironment: 'node',
-  rootDir: '.',
-  roots: ['<rootDir>/test', '<rootDir>/sample-app'],
-  testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
-  moduleNameMapper: {
-    '^nestjs-idempotency$': '<rootDir>/lib/index.ts',
-    '^nestjs-idempotency/testing$': '<rootDir>/lib/testing/index.ts',
-  },
-  globalSetup: '<rootDir>/test/support/global-setup.ts',
-  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  projects: [
+    { ...shared, displayName: 'unit', roots: ['<rootDir>/test/unit'], testRegex: '\\.spec\\.ts$' },
+    {
+      ...services,
+      displayName: 'e2e',
+      roots: ['<rootDir>/test/e2e', '<rootDir>/sample-app'],
+      testRegex: '\\.(spec|e2e-spec)\\.ts$',
+    },
+    {
+      ...services,
+      displayName: 'reliability',
+      roots: ['<rootDir>/test/reliability'],
+      testRegex: '\\.e2e-spec\\.ts$',
+    },
+    {
+      ...services,
+      displayName: 'packaging',
+      roots: ['<rootDir>/test/packaging'],
+      testRegex: '\\.e2e-spec\\.ts$',
+    },
+  ],
   testTimeout: 30_000,
   // In CI a leaked handle must not hang the run for its whole time budget; Jest still names it.
   forceExit: process.env.CI === 'true',

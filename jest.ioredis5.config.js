@@ -1,12 +1,15 @@
 // The Redis tests again with ioredis 5 (the lower half of the peer range `^5.6 || ^6`) in place
 // of ioredis 6: every `import 'ioredis'`, the library's own included, resolves to ioredis5
 // (an npm alias of the newest ioredis 5).
-const base = require('./jest.config');
+const { testTimeout, forceExit } = require('./jest.config');
+const { services } = require('./jest.shared');
 
 /** @type {import('jest').Config} */
 module.exports = {
-  ...base,
+  ...services,
   roots: ['<rootDir>/test/e2e'],
   testRegex: '(redis-store\\.contract|wait-mode|redis-behaviour|redis-operator)\\.e2e-spec\\.ts$',
-  moduleNameMapper: { ...base.moduleNameMapper, '^ioredis$': 'ioredis5' },
+  moduleNameMapper: { ...services.moduleNameMapper, '^ioredis$': 'ioredis5' },
+  testTimeout,
+  forceExit,
 };
