@@ -4,13 +4,16 @@ import {
   Module,
   OnApplicationBootstrap,
   OnApplicationShutdown,
+  OnModuleInit,
 } from '@nestjs/common';
-import { ModulesContainer } from '@nestjs/core';
+import { ModuleRef, ModulesContainer } from '@nestjs/core';
 import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
 import { IdempotencyRecords } from './services/idempotency-records.service';
-import { hoistInterceptor } from './interceptors/outermost';
+import { IdempotentOptions } from './decorators/idempotent-options.metadata';
+import { assertTransactionalReady } from './interceptors/claimed-handler';
+import { controllers, hoistInterceptor } from './interceptors/outermost';
 import { createStore, waitUntilReady } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/options';
@@ -46,7 +49,7 @@ import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/option
 })
 export class IdempotencyModule
   extends ConfigurableModuleClass
-  implements OnApplicationBootstrap, OnApplicationShutdown
+  implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown
 {
   private readonly logger = new Logger('Idempotency');
 
@@ -54,11 +57,27 @@ export class IdempotencyModule
     @Inject(IDEMPOTENCY_OPTIONS)
     private readonly options: ResolvedModuleOptions,
     private readonly store: IdempotencyStore,
-    modules: ModulesContainer,
+    private readonly modules: ModulesContainer,
+    private readonly moduleRef: ModuleRef,
   ) {
     super();
     // Before Nest reads the routes' interceptors: @Idempotent() wraps every one of its route's.
     hoistInterceptor(modules, IdempotencyInterceptor);
+  }
+
+  /** Checks what can be checked before the first request: the `transactional` routes. */
+  onModuleInit(): void {
+    const wanted = [this.options.transactional];
+    for (const { metatype, handlers } of controllers(this.modules)) {
+      for (const target of [metatype, ...handlers]) {
+        wanted.push(Reflect.getMetadata(IdempotentOptions.KEY, target)?.transactional);
+      }
+    }
+    assertTransactionalReady(
+      wanted.filter((option) => option !== undefined && option !== false),
+      this.store,
+      this.moduleRef,
+    );
   }
 
   async onApplicationBootstrap(): Promise<void> {

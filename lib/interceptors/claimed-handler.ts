@@ -1,7 +1,13 @@
 import { CallHandler, ExecutionContext, Logger, RequestTimeoutException } from '@nestjs/common';
+import type { ModuleRef } from '@nestjs/core';
 import { Observable } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
-import type { OutcomeRecorder } from './outcome-recorder';
+import {
+  IdempotencyInProgressError,
+  IdempotencyStoreUnavailableError,
+} from '../errors/idempotency.errors';
+import { loadPeer } from '../utils/load-optional';
+import type { CompletionWrite, OutcomeRecorder } from './outcome-recorder';
 import { type Route, timeRun } from './route-resolver';
 import type { Claim, StoreCalls } from './store-calls';
 
@@ -11,12 +17,32 @@ export interface RouteClaim extends Claim {
   cached: Route | null;
 }
 
+/** The part of `@nestjs-cls/transactional`'s TransactionHost used here. */
+interface TransactionHost {
+  readonly tx: unknown;
+  withTransaction<R>(fn: () => Promise<R>): Promise<R>;
+}
+
+/** How long a client whose transaction was rolled back is told to wait, in ms (Retry-After). */
+const ROLLED_BACK_RETRY_AFTER_MS = 1_000;
+
+/** Thrown inside the app's transaction to roll it back; never leaves this file. */
+class RollBack extends Error {
+  constructor(readonly answer: Error) {
+    super('rolled back');
+  }
+}
+
 /** Runs a handler whose request claimed its key, and records its outcome under the claim. */
 export class ClaimedHandler {
+  /** The app's TransactionHost per connection name (`transactional`), looked up once. */
+  private readonly hosts = new Map<string | undefined, TransactionHost>();
+
   constructor(
     private readonly calls: StoreCalls,
     private readonly recorder: OutcomeRecorder,
     private readonly logger: Logger,
+    private readonly moduleRef?: ModuleRef,
   ) {}
 
   /**
@@ -32,48 +58,14 @@ export class ClaimedHandler {
     adapter: IdempotencyContextAdapter,
     claim: RouteClaim,
   ): Observable<unknown> {
-    const stopHeartbeat = this.calls.heartbeat(claim);
-    const started = performance.now();
     const values: unknown[] = [];
-    const outcome = new Promise<unknown[]>((resolve, reject) => {
-      const fail = (error: unknown) => {
-        stopHeartbeat();
-        timeRun(claim.cached, started);
-        // A timeout interceptor inside this one gave up waiting, but the handler may run on:
-        // the claim stays until its lease runs out, so a retry cannot run it a second time now.
-        if (isTimeout(error)) {
-          this.logger.warn(
-            `${claim.handler}: timed out; ${claim.key} stays claimed until its lease runs out`,
-          );
-          reject(error);
-          return;
-        }
-        // An error the route stores (`storeErrors`) is an outcome; any other frees the key.
-        void this.recorder
-          .error(context, adapter, claim, error)
-          .then((stored) => (stored ? undefined : this.calls.release(claim, error)))
-          .then(() => reject(error));
-      };
-      try {
-        next.handle().subscribe({
-          next: (value) => values.push(value),
-          error: fail,
-          complete: () => {
-            stopHeartbeat();
-            timeRun(claim.cached, started);
-            void this.recorder.success(context, adapter, claim, values).then(() => resolve(values));
-          },
-        });
-      } catch (error) {
-        fail(error);
-      }
-    });
+    const outcome = this.execute(context, next, adapter, claim, values);
     // Nobody may be listening any more when the handler fails: that must not be unhandled.
     outcome.catch(() => {});
     return new Observable((subscriber) => {
       outcome.then(
-        (emitted) => {
-          for (const value of emitted) subscriber.next(value);
+        () => {
+          for (const value of values) subscriber.next(value);
           subscriber.complete();
         },
         (error: unknown) => {
@@ -83,6 +75,136 @@ export class ClaimedHandler {
         },
       );
     });
+  }
+
+  private transactionHost(option: true | { connectionName?: string }): TransactionHost {
+    const name = option === true ? undefined : option.connectionName;
+    let host = this.hosts.get(name);
+    if (!host) this.hosts.set(name, (host = transactionHost(this.moduleRef, option)));
+    return host;
+  }
+
+  /** Runs the handler (in the app's transaction with `transactional`) and records its outcome. */
+  private async execute(
+    context: ExecutionContext,
+    next: CallHandler,
+    adapter: IdempotencyContextAdapter,
+    claim: RouteClaim,
+    values: unknown[],
+  ): Promise<void> {
+    const stopHeartbeat = this.calls.heartbeat(claim);
+    const started = performance.now();
+    let running = true;
+    const ran = () => {
+      if (!running) return;
+      running = false;
+      stopHeartbeat();
+      timeRun(claim.cached, started);
+    };
+    const { transactional } = claim.options;
+    try {
+      if (!transactional) {
+        await collect(next.handle(), values);
+        ran();
+        await this.recorder.success(context, adapter, claim, values);
+        return;
+      }
+      const host = this.transactionHost(transactional);
+      // The completion is written through the transaction, fenced by the owner token: the
+      // handler's writes and the record commit together. A fenced write rolls it all back.
+      await host.withTransaction(async () => {
+        await collect(next.handle(), values);
+        ran();
+        const write: CompletionWrite = (owner, response) =>
+          this.calls.completeInTransaction(host.tx, owner, response);
+        let outcome;
+        try {
+          outcome = await this.recorder.success(context, adapter, claim, values, write);
+        } catch (error) {
+          const unavailable = new IdempotencyStoreUnavailableError(ROLLED_BACK_RETRY_AFTER_MS, {
+            cause: error,
+          });
+          throw new RollBack(adapter.toException(context, unavailable, claim.options));
+        }
+        if (outcome === 'fenced') {
+          const busy = new IdempotencyInProgressError(ROLLED_BACK_RETRY_AFTER_MS);
+          throw new RollBack(adapter.toException(context, busy, claim.options));
+        }
+      });
+    } catch (error) {
+      ran();
+      if (error instanceof RollBack) {
+        values.length = 0; // what was emitted was rolled back: none of it is sent
+        throw error.answer;
+      }
+      // A timeout interceptor inside this one gave up waiting, but the handler may run on:
+      // the claim stays until its lease runs out, so a retry cannot run it a second time now.
+      if (isTimeout(error)) {
+        this.logger.warn(
+          `${claim.handler}: timed out; ${claim.key} stays claimed until its lease runs out`,
+        );
+        throw error;
+      }
+      // An error the route stores (`storeErrors`) is an outcome; any other frees the key.
+      if (!(await this.recorder.error(context, adapter, claim, error))) {
+        await this.calls.release(claim, error);
+      }
+      throw error;
+    }
+  }
+}
+
+/** Every value `source` emits, pushed onto `values`; resolves when it completes. */
+function collect(source: Observable<unknown>, values: unknown[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    source.subscribe({ next: (value) => values.push(value), error: reject, complete: resolve });
+  });
+}
+
+let hostToken: ((connectionName?: string) => unknown) | undefined;
+
+/** The app's TransactionHost (`@nestjs-cls/transactional`) of a connection, from its container. */
+function transactionHost(
+  moduleRef: ModuleRef | undefined,
+  option: true | { connectionName?: string },
+): TransactionHost {
+  hostToken ??= loadPeer<{ getTransactionHostToken: typeof hostToken }>(
+    '@nestjs-cls/transactional',
+    'the `transactional` option',
+  ).getTransactionHostToken;
+  if (!moduleRef) throw new Error('no ModuleRef to find the TransactionHost in');
+  const token = hostToken!(option === true ? undefined : option.connectionName);
+  return moduleRef.get<unknown, TransactionHost>(token as string, { strict: false });
+}
+
+/**
+ * Fails at boot when a route asks for `transactional` (`options` of the module, controllers or
+ * handlers) and the store cannot write inside the app's transaction, or the app registered no
+ * TransactionHost for it: misconfigured, such a route could never keep its promise.
+ */
+export function assertTransactionalReady(
+  wanted: (true | { connectionName?: string })[],
+  store: object,
+  moduleRef: ModuleRef,
+): void {
+  if (wanted.length === 0) return;
+  if (typeof (store as { completeInTransaction?: unknown }).completeInTransaction !== 'function') {
+    throw new Error(
+      `IdempotencyModule: \`transactional\` needs a store that writes in the app's transaction ` +
+        `(the PostgreSQL store: forRoot({ postgres })); ${store.constructor.name} cannot`,
+    );
+  }
+  for (const option of wanted) {
+    try {
+      transactionHost(moduleRef, option);
+    } catch (error) {
+      throw new Error(
+        `IdempotencyModule: \`transactional\` needs @nestjs-cls/transactional's TransactionHost` +
+          (option === true || !option.connectionName ? '' : ` "${option.connectionName}"`) +
+          ` (register ClsModule with ClsPluginTransactional): ${(error as Error).message}`,
+        { cause: error },
+      );
+    }
   }
 }
 

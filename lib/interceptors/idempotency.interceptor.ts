@@ -89,7 +89,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     this.waiter = new OutcomeWaiter(this.calls, this.events, this.logger);
     this.recorder = new OutcomeRecorder(this.serializers, this.calls, this.events, this.logger);
     this.identity = new RequestIdentity(this.events);
-    this.handlers = new ClaimedHandler(this.calls, this.recorder, this.logger);
+    this.handlers = new ClaimedHandler(this.calls, this.recorder, this.logger, moduleRef);
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {

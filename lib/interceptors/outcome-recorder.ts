@@ -7,8 +7,14 @@ import { describe, type OutcomeEvents } from './outcome-events';
 import type { GlobalSerializers } from './serializers';
 import type { Claim, StoreCalls } from './store-calls';
 
-/** Writes a completion: the store's own `complete`, or one inside the app's transaction. */
+/** Writes a completion inside the app's transaction; resolves whether the claim still owned it. */
 export type CompletionWrite = (claim: Claim, response: StoredResponse) => Promise<boolean>;
+
+/**
+ * What became of an outcome: stored; refused because the claim no longer owned the key
+ * (fenced); released because it cannot be stored; or lost because the store failed.
+ */
+export type RecordOutcome = 'stored' | 'fenced' | 'released' | 'failed';
 
 /**
  * Records a handler's outcome under its claim: what it emitted, as the client is sent it (after
@@ -23,14 +29,17 @@ export class OutcomeRecorder {
     private readonly logger: Logger,
   ) {}
 
-  /** Stores what the handler emitted (or releases the claim when it cannot be stored). */
+  /**
+   * Stores what the handler emitted (or releases the claim when it cannot be stored). With
+   * `write` (a transaction's), a failed write is thrown, so that the transaction rolls back.
+   */
   async success(
     context: ExecutionContext,
     adapter: IdempotencyContextAdapter,
     claim: Claim,
     values: unknown[],
     write?: CompletionWrite,
-  ): Promise<void> {
+  ): Promise<RecordOutcome> {
     let snapshot;
     try {
       snapshot = adapter.capture(
@@ -45,7 +54,7 @@ export class OutcomeRecorder {
     if (typeof snapshot === 'string') {
       return this.notReplayable(claim, snapshot, `the response is ${snapshot}`);
     }
-    await this.store(claim, snapshot, write);
+    return this.store(claim, snapshot, write);
   }
 
   /**
@@ -57,20 +66,19 @@ export class OutcomeRecorder {
     adapter: IdempotencyContextAdapter,
     claim: Claim,
     error: unknown,
-    write?: CompletionWrite,
   ): Promise<boolean> {
     const { storeErrors } = claim.options;
     if (storeErrors.length === 0) return false;
     if (!matchesStoredErrors(storeErrors, error, context, adapter.errorStatus(error))) return false;
-    await this.store(claim, adapter.captureError(context, error, claim.options), write);
+    await this.store(claim, adapter.captureError(context, error, claim.options));
     return true;
   }
 
   private async store(
     claim: Claim,
     snapshot: ResponseSnapshot,
-    write: CompletionWrite = (owner, response) => this.calls.complete(owner, response),
-  ): Promise<void> {
+    write?: CompletionWrite,
+  ): Promise<RecordOutcome> {
     const { options, handler, key } = claim;
     let encoded;
     try {
@@ -86,26 +94,33 @@ export class OutcomeRecorder {
         `the response has ${encoded.body.length} bytes, over maxResponseBytes (${options.maxResponseBytes})`,
       );
     }
+    const response = await packResponse(encoded, options.compression);
+    let owned: boolean;
     try {
-      const owned = await write(claim, await packResponse(encoded, options.compression));
-      if (owned) {
-        this.events.emit(claim, 'completed', key);
-      } else {
-        this.events.emit(claim, 'fenced', key);
-        this.logger.warn(
-          `${handler}: the handler outlived its lease on ${key}; its response was sent but not stored (fenced)`,
-        );
-      }
+      owned = await (write ?? this.calls.complete.bind(this.calls))(claim, response);
     } catch (error) {
       this.events.emit(claim, 'completion_failed', key, error);
+      if (write) throw error; // the app's transaction rolls back: nothing it wrote commits
       this.logger.error(
         `${handler}: the handler succeeded but storing its response for ${key} failed (${describe(error)}); a retry after the lease may run it again`,
       );
+      return 'failed';
     }
+    if (owned) {
+      this.events.emit(claim, 'completed', key);
+      return 'stored';
+    }
+    this.events.emit(claim, 'fenced', key);
+    this.logger.warn(
+      write
+        ? `${handler}: the handler outlived its lease on ${key}; its transaction is rolled back (fenced)`
+        : `${handler}: the handler outlived its lease on ${key}; its response was sent but not stored (fenced)`,
+    );
+    return 'fenced';
   }
 
   /** `kind`: what went wrong, without the details of this response (it is warned about once). */
-  private async notReplayable(claim: Claim, kind: string, reason: string): Promise<void> {
+  private async notReplayable(claim: Claim, kind: string, reason: string): Promise<'released'> {
     this.events.emit(claim, 'not_replayable', claim.key);
     this.events.warnOnce(
       claim.handler,
@@ -113,5 +128,6 @@ export class OutcomeRecorder {
       kind,
     );
     await this.calls.release(claim);
+    return 'released';
   }
 }

@@ -23,7 +23,6 @@ export function hoistInterceptor(
   modules: ModulesContainer,
   interceptor: abstract new (...args: never[]) => object,
 ): void {
-  const scanner = new MetadataScanner();
   // The interceptor, a subclass of it or an instance of either (a subclass bound by the user).
   const isIt = (bound: unknown) =>
     bound === interceptor ||
@@ -34,6 +33,24 @@ export function hoistInterceptor(
     const own = bound.filter(isIt);
     return [...(own.length > 0 ? own : [interceptor]), ...bound.filter((b) => !isIt(b))];
   };
+  for (const { metatype, handlers } of controllers(modules)) {
+    const onClass = bindings(metatype);
+    const onMethods = handlers.filter((handler) => bindings(handler).some(isIt));
+    if (onClass.some(isIt) || (onClass.length > 0 && onMethods.length > 0)) {
+      Reflect.defineMetadata(INTERCEPTORS_METADATA, first(onClass), metatype);
+    } else {
+      for (const handler of onMethods) {
+        Reflect.defineMetadata(INTERCEPTORS_METADATA, first(bindings(handler)), handler);
+      }
+    }
+  }
+}
+
+/** Every controller class of the app, with its handler functions. */
+export function* controllers(
+  modules: ModulesContainer,
+): Generator<{ metatype: object; handlers: object[] }> {
+  const scanner = new MetadataScanner();
   for (const module of modules.values()) {
     for (const { metatype } of module.controllers.values()) {
       if (typeof metatype !== 'function') continue;
@@ -42,15 +59,7 @@ export function hoistInterceptor(
         .getAllMethodNames(prototype)
         .map((name) => prototype[name])
         .filter((handler): handler is object => typeof handler === 'function');
-      const onClass = bindings(metatype);
-      const onMethods = handlers.filter((handler) => bindings(handler).some(isIt));
-      if (onClass.some(isIt) || (onClass.length > 0 && onMethods.length > 0)) {
-        Reflect.defineMetadata(INTERCEPTORS_METADATA, first(onClass), metatype);
-      } else {
-        for (const handler of onMethods) {
-          Reflect.defineMetadata(INTERCEPTORS_METADATA, first(bindings(handler)), handler);
-        }
-      }
+      yield { metatype, handlers };
     }
   }
 }

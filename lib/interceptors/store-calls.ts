@@ -7,6 +7,7 @@ import type {
   ClaimResult,
   IdempotencyStore,
   StoredResponse,
+  TransactionalIdempotencyStore,
   WatchListener,
 } from '../stores/idempotency.store';
 import { withTimeout } from '../utils/timeout';
@@ -57,6 +58,17 @@ export class StoreCalls {
   complete(claim: Claim, response: StoredResponse): Promise<boolean> {
     const { key, token, options } = claim;
     return this.call('complete', this.store.complete(key, token, response, options.ttl), options);
+  }
+
+  /**
+   * Stores the response through the app's transaction `tx`, if the claim still owns the key.
+   * @returns whether it did.
+   */
+  completeInTransaction(tx: unknown, claim: Claim, response: StoredResponse): Promise<boolean> {
+    const { key, token, options } = claim;
+    const store = this.store as TransactionalIdempotencyStore;
+    const writing = store.completeInTransaction(tx, key, token, response, options.ttl);
+    return this.call('complete', writing, options);
   }
 
   /** Gives the claim up (logged, never thrown: the lease frees the key anyway). */
