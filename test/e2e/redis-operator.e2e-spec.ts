@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import Redis from 'ioredis';
 import { RedisIdempotencyStore } from '../../lib';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { packageFolder } from '../../lib/utils/load-optional';
 
 /** Redis's clock in ms, as the scripts read it. */
 async function redisTime(client: Redis): Promise<number> {
@@ -74,7 +75,7 @@ describe('Redis operator calls (inspect, delete) and the completed record’s ti
     await store.claim(key, { token: 'a', fingerprint: 'fp', leaseMs: 30_000 });
     const body = Buffer.alloc(1024 * 1024, 'x');
     await store.complete(key, 'a', { meta: '{"s":200}', body }, 60_000);
-    const lua = readFileSync(join(__dirname, '../../lua/inspect-1.lua'), 'utf8');
+    const lua = readFileSync(join(packageFolder('lua'), 'inspect-1.lua'), 'utf8');
     const reply = (await client.callBuffer('EVAL', lua, 1, key)) as (number | Buffer)[];
     expect(reply).toHaveLength(5);
     expect(reply.slice(0, 3)).toEqual([2, Buffer.from('{"s":200}'), body.length]);
