@@ -57,9 +57,10 @@ export class ClaimedHandler {
     next: CallHandler,
     adapter: IdempotencyContextAdapter,
     claim: RouteClaim,
+    handled: () => void,
   ): Observable<unknown> {
     const values: unknown[] = [];
-    const outcome = this.execute(context, next, adapter, claim, values);
+    const outcome = this.execute(context, next, adapter, claim, values, handled);
     // Nobody may be listening any more when the handler fails: that must not be unhandled.
     outcome.catch(() => {});
     return new Observable((subscriber) => {
@@ -84,13 +85,18 @@ export class ClaimedHandler {
     return host;
   }
 
-  /** Runs the handler (in the app's transaction with `transactional`) and records its outcome. */
+  /**
+   * Runs the handler (in the app's transaction with `transactional`) and records its outcome.
+   * `handled` is called once the handler (and the interceptors inside this one) completed or
+   * failed.
+   */
   private async execute(
     context: ExecutionContext,
     next: CallHandler,
     adapter: IdempotencyContextAdapter,
     claim: RouteClaim,
     values: unknown[],
+    handled: () => void,
   ): Promise<void> {
     const stopHeartbeat = this.calls.heartbeat(claim);
     const started = performance.now();
@@ -105,6 +111,7 @@ export class ClaimedHandler {
     try {
       if (!transactional) {
         await collect(next.handle(), values);
+        handled();
         ran();
         await this.recorder.success(context, adapter, claim, values);
         return;
@@ -114,6 +121,7 @@ export class ClaimedHandler {
       // handler's writes and the record commit together. A fenced write rolls it all back.
       await host.withTransaction(async () => {
         await collect(next.handle(), values);
+        handled();
         ran();
         const write: CompletionWrite = (owner, response) =>
           this.calls.completeInTransaction(host.tx, owner, response);
@@ -132,6 +140,7 @@ export class ClaimedHandler {
         }
       });
     } catch (error) {
+      handled(); // also when the transaction failed to begin
       ran();
       if (error instanceof RollBack) {
         values.length = 0; // what was emitted was rolled back: none of it is sent

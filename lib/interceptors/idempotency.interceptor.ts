@@ -115,9 +115,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     handling.add(context);
     const done = () => void handling.delete(context);
     try {
-      const handled = await this.claimAndRun(context, next, adapter, source);
-      // tap() before finalize(): an outer retry gets the error, and subscribes again, first.
-      return handled.pipe(tap({ complete: done, error: done }), finalize(done));
+      return await this.claimAndRun(context, next, adapter, source, done);
     } catch (error) {
       done();
       if (!(error instanceof IdempotencyError)) throw error;
@@ -208,6 +206,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     next: CallHandler,
     adapter: IdempotencyContextAdapter,
     source: RouteSource,
+    done: () => void,
   ): Promise<Observable<unknown>> {
     const { options, handler } = source;
     let raw = this.identity.key(context, adapter, options, handler);
@@ -215,7 +214,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (raw === undefined || raw === null) {
       if (options.required) throw new IdempotencyKeyMissingError(options.headerName);
       this.events.emit(source, 'bypassed');
-      return next.handle();
+      return unmarkAfter(next.handle(), done);
     }
     // Only the HTTP header is an RFC 8941 structured field; other keys are taken as they are.
     const header = !options.key && context.getType() === 'http';
@@ -244,7 +243,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.logger.warn(
           `${handler}: store failed (${describe(error)}); running unprotected (failOpen)`,
         );
-        return next.handle();
+        return unmarkAfter(next.handle(), done);
       }
       this.logger.error(`${handler}: store failed (${describe(error)}); answering 503`);
       throw new IdempotencyStoreUnavailableError(STORE_RETRY_AFTER_MS, { cause: error });
@@ -257,6 +256,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (result.status === 'completed' || result.status === 'claimed') adapter.reset?.(context);
     switch (result.status) {
       case 'completed':
+        done(); // the handler never runs, nor do the interceptors inside this one
         this.events.emit(claim, 'replayed', claim.key);
         options.onReplay?.(context);
         return this.serializers.passThrough(
@@ -272,8 +272,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     }
     this.events.emit(claim, 'claimed', claim.key);
     adapter.outcome?.(context, 'first-run', options);
-    return this.handlers.run(context, next, adapter, claim);
+    return this.handlers.run(context, next, adapter, claim, done);
   }
+}
+
+/** `handled`, with the request unmarked once it ends (see `intercept`). */
+function unmarkAfter(handled: Observable<unknown>, done: () => void): Observable<unknown> {
+  // tap() before finalize(): an outer retry gets the error, and subscribes again, first.
+  return handled.pipe(tap({ complete: done, error: done }), finalize(done));
 }
 
 /**

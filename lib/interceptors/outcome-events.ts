@@ -17,7 +17,8 @@ export interface EventSource {
  * handler) to the log.
  */
 export class OutcomeEvents {
-  private readonly warned = new Set<string>();
+  /** The kinds of warning logged, per handler. */
+  private readonly warned = new Map<string, Set<string>>();
 
   constructor(
     private readonly logger: Logger,
@@ -40,9 +41,10 @@ export class OutcomeEvents {
    * set stays small; messages (with sizes or error texts) would grow it without bound.
    */
   warnOnce(handler: string, message: string, kind = message): void {
-    const id = `${handler}\0${kind}`;
-    if (this.warned.has(id)) return;
-    this.warned.add(id);
+    let kinds = this.warned.get(handler);
+    if (kinds?.has(kind)) return;
+    if (!kinds) this.warned.set(handler, (kinds = new Set()));
+    kinds.add(kind);
     this.logger.warn(`${handler}: ${message}`);
   }
 }

@@ -51,6 +51,13 @@ export class IdempotencySerializerError extends Error {
  * replayed values through, so a replay equals the first response byte for byte.
  */
 export class GlobalSerializers {
+  /** The singleton serializers found in the app's global interceptors, and what they came from. */
+  private singletons: { from: unknown[]; length: number; found: ClassSerializerInterceptor[] } = {
+    from: [],
+    length: 0,
+    found: [],
+  };
+
   constructor(private readonly moduleRef?: ModuleRef) {}
 
   /** `values` as the global serializers would send them. */
@@ -92,15 +99,20 @@ export class GlobalSerializers {
     // Nest keeps global interceptors in its application config, which it does not inject.
     const config = (this.moduleRef as ContainerHost | undefined)?.container?.applicationConfig;
     const globals = config?.getGlobalInterceptors() ?? [];
-    const found = globals.filter(
-      (interceptor) => interceptor instanceof ClassSerializerInterceptor,
-    );
+    // Looked through again only when the list changes: this runs on every request.
+    if (this.singletons.from !== globals || this.singletons.length !== globals.length) {
+      const singletons = globals.filter(
+        (interceptor): interceptor is ClassSerializerInterceptor =>
+          interceptor instanceof ClassSerializerInterceptor,
+      );
+      this.singletons = { from: globals, length: globals.length, found: singletons };
+    }
     const scoped = config?.getGlobalRequestInterceptors?.() ?? [];
+    if (scoped.length === 0) return this.singletons.found;
+    const found = [...this.singletons.found];
     // Nest's router attached this request's context id to the request object.
     const request =
-      scoped.length > 0 && context.getType() === 'http'
-        ? context.switchToHttp().getRequest<object>()
-        : undefined;
+      context.getType() === 'http' ? context.switchToHttp().getRequest<object>() : undefined;
     for (const wrapper of scoped) {
       const metatype = wrapper.metatype;
       // A class provider names its class; a factory (useFactory) is known by what it made.

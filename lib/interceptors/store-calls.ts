@@ -22,12 +22,24 @@ export interface Claim extends EventSource {
   options: ResolvedIdempotencyOptions;
 }
 
+/** A running claim whose lease the heartbeat renews. */
+interface Beat {
+  claim: Claim;
+  /** When it is next renewed (`performance.now()` clock). */
+  due: number;
+  /** The set it is in (its lease length's). */
+  running: Set<Beat>;
+}
+
 /**
  * The store, as the request path calls it: every call bounded by `storeTimeout` and timed for the
  * metrics, a claim that lands after its request gave up released, and the lease renewed while the
  * handler runs.
  */
 export class StoreCalls {
+  /** Running claims, per lease length (see {@link heartbeat}). */
+  private readonly heartbeats = new Map<number, Set<Beat>>();
+
   constructor(
     readonly store: IdempotencyStore,
     private readonly events: OutcomeEvents,
@@ -103,30 +115,54 @@ export class StoreCalls {
     }
   }
 
-  /** Renews the lease every third of lockTtl while the handler runs. Returns the stop function. */
+  /**
+   * Renews the lease every third of lockTtl while the handler runs. Returns the stop function.
+   * The running claims of one lease length share a timer, which ticks every sixth of it and
+   * renews those due: no timer is created and cleared per request.
+   */
   heartbeat(claim: Claim): () => void {
-    const { options } = claim;
-    const timer = setInterval(
-      () => {
-        this.call(
-          'extend',
-          this.store.extend(claim.key, claim.token, options.lockTtl),
-          options,
-        ).then(
-          (owned) => {
-            if (owned) return;
+    const { lockTtl } = claim.options;
+    const every = Math.max(1, Math.floor(lockTtl / 3));
+    let beats = this.heartbeats.get(lockTtl);
+    if (!beats) {
+      const running = new Set<Beat>();
+      const timer = setInterval(
+        () => {
+          if (running.size === 0) {
+            // Nothing left to renew: the next claim of this lease length starts a timer again.
             clearInterval(timer);
-            this.events.emit(claim, 'lease_lost', claim.key);
-            this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
-          },
-          (error) =>
-            this.logger.warn(`${claim.handler}: renewing ${claim.key} failed (${describe(error)})`),
-        );
+            this.heartbeats.delete(lockTtl);
+            return;
+          }
+          const now = performance.now();
+          for (const beat of running) {
+            if (beat.due > now) continue;
+            beat.due = now + every;
+            this.renew(beat);
+          }
+        },
+        Math.max(1, Math.floor(every / 2)),
+      );
+      timer.unref();
+      this.heartbeats.set(lockTtl, (beats = running));
+    }
+    const beat: Beat = { claim, due: performance.now() + every, running: beats };
+    beats.add(beat);
+    return () => beat.running.delete(beat);
+  }
+
+  private renew(beat: Beat): void {
+    const { claim } = beat;
+    const { options } = claim;
+    this.call('extend', this.store.extend(claim.key, claim.token, options.lockTtl), options).then(
+      (owned) => {
+        if (owned || !beat.running.delete(beat)) return;
+        this.events.emit(claim, 'lease_lost', claim.key);
+        this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
       },
-      Math.max(1, Math.floor(options.lockTtl / 3)),
+      (error) =>
+        this.logger.warn(`${claim.handler}: renewing ${claim.key} failed (${describe(error)})`),
     );
-    timer.unref();
-    return () => clearInterval(timer);
   }
 
   /** A store call bounded by storeTimeout, so a hung store cannot hang a request. */

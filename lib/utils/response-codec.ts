@@ -185,9 +185,30 @@ export async function packResponse(
   return { meta: JSON.stringify(meta), body };
 }
 
+/**
+ * Parsed metas by their text: a route's responses mostly share one (`{"s":201,"k":"j"}`), so a
+ * replay need not parse it again. Short ones only, at most 512, cleared when full; frozen, since
+ * every replay with that meta shares the object.
+ */
+const metas = new Map<string, Meta>();
+const MAX_METAS = 512;
+const MAX_CACHED_META = 256;
+
+function parseMeta(text: string): Meta {
+  let meta = metas.get(text);
+  if (meta === undefined) {
+    meta = JSON.parse(text) as Meta;
+    if (text.length > MAX_CACHED_META) return meta;
+    if (meta.h) Object.freeze(meta.h);
+    if (metas.size >= MAX_METAS) metas.clear();
+    metas.set(text, Object.freeze(meta));
+  }
+  return meta;
+}
+
 /** Decodes a stored response back into status, headers and the value to hand the framework. */
 export async function decodeResponse(stored: StoredResponse): Promise<ResponseSnapshot> {
-  const meta = JSON.parse(stored.meta) as Meta;
+  const meta = parseMeta(stored.meta);
   const codec = meta.z === undefined ? undefined : CODECS[meta.z];
   if (meta.z !== undefined && !codec) throw new Error(`unknown compression ${String(meta.z)}`);
   const body = codec ? await codec.decompress(stored.body) : stored.body;
@@ -218,7 +239,7 @@ export async function decodeResponse(stored: StoredResponse): Promise<ResponseSn
 
 /** The HTTP status and whether it is an error, from a stored meta alone (operators' reports). */
 export function describeMeta(meta: string): { status?: number; error: boolean } {
-  const parsed = JSON.parse(meta) as Meta;
+  const parsed = parseMeta(meta);
   return { status: parsed.s, error: parsed.e === 1 };
 }
 
