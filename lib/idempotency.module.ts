@@ -11,9 +11,8 @@ import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
 import { IdempotencyRecords } from './services/idempotency-records.service';
-import { IdempotentOptions } from './decorators/idempotent-options.metadata';
-import { assertTransactionalReady } from './interceptors/claimed-handler';
-import { controllers, hoistInterceptor } from './interceptors/outermost';
+import { hoistInterceptor } from './interceptors/outermost';
+import { checkRoutes } from './interceptors/route-checks';
 import { createStore, waitUntilReady } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
 import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/options';
@@ -65,19 +64,9 @@ export class IdempotencyModule
     hoistInterceptor(modules, IdempotencyInterceptor);
   }
 
-  /** Checks what can be checked before the first request: the `transactional` routes. */
+  /** Checks what can be checked before the first request (see {@link checkRoutes}). */
   onModuleInit(): void {
-    const wanted = [this.options.transactional];
-    for (const { metatype, handlers } of controllers(this.modules)) {
-      for (const target of [metatype, ...handlers]) {
-        wanted.push(Reflect.getMetadata(IdempotentOptions.KEY, target)?.transactional);
-      }
-    }
-    assertTransactionalReady(
-      wanted.filter((option) => option !== undefined && option !== false),
-      this.store,
-      this.moduleRef,
-    );
+    checkRoutes(this.modules, this.options, this.store, this.moduleRef);
   }
 
   async onApplicationBootstrap(): Promise<void> {

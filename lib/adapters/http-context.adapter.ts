@@ -18,12 +18,7 @@ import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-optio
 import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import {
-  RESPONSE_PARAM_TYPES,
-  RESPONSE_PASSTHROUGH_METADATA,
-  ROUTE_ARGS_METADATA,
-  SSE_METADATA,
-} from '../utils/nest-metadata';
+import { respondsItself, SSE_METADATA } from '../utils/nest-metadata';
 import type { IdempotencyContextAdapter, IdempotencyOutcome } from './context-adapter';
 
 /** Media type of RFC 9457 problem details in JSON. */
@@ -134,7 +129,12 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
   ): ResponseSnapshot {
     const response = context.switchToHttp().getResponse<HttpResponseLike>();
     const headers = replayable(response, options);
-    return { status: errorStatus(error), headers, value: describeError(error), error: true };
+    return {
+      status: errorStatus(error),
+      headers,
+      value: describeError(error, 'http', options.storeErrors),
+      error: true,
+    };
   }
 
   errorStatus(error: unknown): number {
@@ -243,17 +243,9 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
   private selfRespondingReason(context: ExecutionContext): string | undefined {
     const handler = context.getHandler();
     if (this.selfResponding.has(handler)) return this.selfResponding.get(handler);
-    // The same rule Nest applies to decide that the handler sends the response itself.
-    const target = context.getClass();
-    const args = Reflect.getMetadata(ROUTE_ARGS_METADATA, target, handler.name) ?? {};
-    const injectsResponse = Object.keys(args).some((key) =>
-      RESPONSE_PARAM_TYPES.includes(Number(key.split(':')[0])),
-    );
-    const passthrough = Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, target, handler.name);
-    const reason =
-      injectsResponse && !passthrough
-        ? 'written by the handler through @Res() or @Next()'
-        : undefined;
+    const reason = respondsItself(context.getClass(), handler)
+      ? 'written by the handler through @Res() or @Next()'
+      : undefined;
     this.selfResponding.set(handler, reason);
     return reason;
   }

@@ -104,8 +104,12 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
     return { value };
   }
 
-  captureError(_context: ExecutionContext, error: unknown): ResponseSnapshot {
-    return { value: describeError(error), error: true };
+  captureError(
+    _context: ExecutionContext,
+    error: unknown,
+    options: ResolvedIdempotencyOptions,
+  ): ResponseSnapshot {
+    return { value: describeError(error, 'rpc', options.storeErrors), error: true };
   }
 
   errorStatus(): undefined {

@@ -2,6 +2,7 @@ import { CallHandler, ExecutionContext, Logger, RequestTimeoutException } from '
 import type { ModuleRef } from '@nestjs/core';
 import { Observable } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import {
   IdempotencyInProgressError,
   IdempotencyStoreUnavailableError,
@@ -28,7 +29,15 @@ const ROLLED_BACK_RETRY_AFTER_MS = 1_000;
 
 /** Thrown inside the app's transaction to roll it back; never leaves this file. */
 class RollBack extends Error {
-  constructor(readonly answer: Error) {
+  /**
+   * @param answer what the client gets instead
+   * @param release whether to give the claim up after the rollback (not when it was fenced:
+   *   the key is another request's then)
+   */
+  constructor(
+    readonly answer: Error,
+    readonly release: boolean,
+  ) {
     super('rolled back');
   }
 }
@@ -78,6 +87,28 @@ export class ClaimedHandler {
     });
   }
 
+  /**
+   * The handler of a request that runs without a claim (no key, or `failOpen`): in the app's
+   * transaction all the same on a `transactional` route, so a client cannot opt out of it.
+   */
+  unclaimed(next: CallHandler, options: ResolvedIdempotencyOptions): Observable<unknown> {
+    const { transactional } = options;
+    if (!transactional) return next.handle();
+    const host = this.transactionHost(transactional);
+    return new Observable((subscriber) => {
+      const values: unknown[] = [];
+      host
+        .withTransaction(() => collect(next.handle(), values))
+        .then(
+          () => {
+            for (const value of values) subscriber.next(value);
+            subscriber.complete();
+          },
+          (error: unknown) => subscriber.error(error),
+        );
+    });
+  }
+
   private transactionHost(option: true | { connectionName?: string }): TransactionHost {
     const name = option === true ? undefined : option.connectionName;
     let host = this.hosts.get(name);
@@ -118,7 +149,7 @@ export class ClaimedHandler {
       }
       const host = this.transactionHost(transactional);
       // The completion is written through the transaction, fenced by the owner token: the
-      // handler's writes and the record commit together. A fenced write rolls it all back.
+      // handler's writes and the record commit together, or roll back together.
       await host.withTransaction(async () => {
         await collect(next.handle(), values);
         handled();
@@ -129,21 +160,25 @@ export class ClaimedHandler {
         try {
           outcome = await this.recorder.success(context, adapter, claim, values, write);
         } catch (error) {
-          const unavailable = new IdempotencyStoreUnavailableError(ROLLED_BACK_RETRY_AFTER_MS, {
-            cause: error,
-          });
-          throw new RollBack(adapter.toException(context, unavailable, claim.options));
+          const retry = ROLLED_BACK_RETRY_AFTER_MS;
+          const unavailable = new IdempotencyStoreUnavailableError(retry, { cause: error });
+          throw new RollBack(adapter.toException(context, unavailable, claim.options), true);
         }
         if (outcome === 'fenced') {
+          // Another request took the key over: a retry gets its outcome.
           const busy = new IdempotencyInProgressError(ROLLED_BACK_RETRY_AFTER_MS);
-          throw new RollBack(adapter.toException(context, busy, claim.options));
+          throw new RollBack(adapter.toException(context, busy, claim.options), false);
         }
+        // Committed without a record, a retry would run it again: roll back instead (500).
+        if (outcome === 'released') throw new RollBack(new NotStoredError(claim.handler), true);
       });
+      this.recorder.committed(claim);
     } catch (error) {
       handled(); // also when the transaction failed to begin
       ran();
       if (error instanceof RollBack) {
         values.length = 0; // what was emitted was rolled back: none of it is sent
+        if (error.release) await this.calls.release(claim, error.answer);
         throw error.answer;
       }
       // A timeout interceptor inside this one gave up waiting, but the handler may run on:
@@ -160,6 +195,16 @@ export class ClaimedHandler {
       }
       throw error;
     }
+  }
+}
+
+/** The error a transactional request whose response cannot be stored fails with (500). */
+class NotStoredError extends Error {
+  constructor(handler: string) {
+    super(
+      `${handler}: the response cannot be stored (see the warning logged), so the transaction ` +
+        'was rolled back rather than committed without a record a retry would find',
+    );
   }
 }
 

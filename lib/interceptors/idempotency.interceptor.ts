@@ -28,21 +28,20 @@ import { createOpenTelemetryMetrics } from '../observability/metrics';
 import { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
 import { parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
 import type { ResolvedModuleOptions } from '../utils/options';
-import { principalId } from '../utils/principal';
+import { principalId, tenantId } from '../utils/principal';
+import { withTimeout } from '../utils/timeout';
 import { decodeResponse } from '../utils/response-codec';
 import { ClaimedHandler, type RouteClaim } from './claimed-handler';
 import { describe, type EventSource, OutcomeEvents } from './outcome-events';
 import { OutcomeRecorder } from './outcome-recorder';
 import { OutcomeWaiter } from './outcome-waiter';
 import { isPromise, RequestIdentity } from './request-identity';
-import { Route, routeIdentity, routeName, RouteResolver } from './route-resolver';
+import { retryAfter, Route, routeIdentity, routeName, RouteResolver } from './route-resolver';
 import { GlobalSerializers } from './serializers';
 import { StoreCalls } from './store-calls';
 
 /** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
 const STORE_RETRY_AFTER_MS = 1_000;
-/** The shortest wait a 409 asks for, in ms (HTTP's Retry-After counts whole seconds). */
-const MIN_RETRY_AFTER_MS = 1_000;
 
 /** An idempotent route's request, as its events name it. */
 type RouteSource = EventSource & { options: ResolvedIdempotencyOptions };
@@ -99,7 +98,10 @@ export class IdempotencyInterceptor implements NestInterceptor {
     // every interceptor of a request the same one) while it handles the request, so an outer
     // interceptor that subscribes again (a retry) goes through the claim again.
     const route = this.routes.resolve(context);
-    if (handling.has(context) || route?.subclassBound) return next.handle();
+    // Opted out (`@Idempotent(false)`) wins over what a subclass's getRouteOptions() would say.
+    if (handling.has(context) || route?.subclassBound || route?.options.enabled === false) {
+      return next.handle();
+    }
     const options = this.getRouteOptions(context);
     if (!options?.enabled) return next.handle();
     const adapter = this.getAdapter(context);
@@ -146,15 +148,28 @@ export class IdempotencyInterceptor implements NestInterceptor {
     context: ExecutionContext,
     handler: string,
     options: ResolvedIdempotencyOptions,
-  ): string {
+  ): string | Promise<string> {
     const adapter = this.getAdapter(context);
     const route = this.routeOf(context, options, adapter, this.routes.resolve(context));
     const { scope } = options;
     if (scope === 'public') return route;
-    // A tenant; none (undefined, null) falls back to the principal.
-    const tenant: unknown = scope?.(context);
-    if (tenant !== undefined && tenant !== null) return recordScope(route, tenant, undefined);
-    const principal = principalId(adapter?.principal?.(context), handler);
+    // A tenant (sync or async); none (undefined, null) falls back to the principal.
+    const tenant = scope?.(context);
+    if (!isPromise(tenant)) return this.ownerScope(context, handler, route, tenant);
+    const bounded = withTimeout(tenant, options.storeTimeout, () => new Error('scope timed out'));
+    return bounded.then((value) => this.ownerScope(context, handler, route, value));
+  }
+
+  /** The scope of a route's record, owned by the tenant, else the principal, else nobody. */
+  private ownerScope(
+    context: ExecutionContext,
+    handler: string,
+    route: string,
+    tenant: unknown,
+  ): string {
+    const tenancy = tenantId(tenant, handler);
+    if (tenancy !== undefined) return recordScope(route, tenancy, undefined);
+    const principal = principalId(this.getAdapter(context)?.principal?.(context), handler);
     if (principal === undefined && context.getType() === 'http') {
       this.events.warnOnce(
         handler,
@@ -214,15 +229,17 @@ export class IdempotencyInterceptor implements NestInterceptor {
     if (raw === undefined || raw === null) {
       if (options.required) throw new IdempotencyKeyMissingError(options.headerName);
       this.events.emit(source, 'bypassed');
-      return unmarkAfter(next.handle(), done);
+      return unmarkAfter(this.handlers.unclaimed(next, options), done);
     }
     // Only the HTTP header is an RFC 8941 structured field; other keys are taken as they are.
     const header = !options.key && context.getType() === 'http';
     const key = parseIdempotencyKey(raw, options.maxKeyLength, header);
     this.serializers.check(context); // before anything runs or is stored
+    let scope = this.getScope(context, handler, options);
+    if (isPromise(scope)) scope = await scope;
     const claim: RouteClaim = {
       ...source,
-      key: recordKey(options.keyPrefix, this.getScope(context, handler, options), key),
+      key: recordKey(options.keyPrefix, scope, key),
       token: randomUUID(),
       cached: this.routes.resolve(context),
     };
@@ -243,7 +260,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
         this.logger.warn(
           `${handler}: store failed (${describe(error)}); running unprotected (failOpen)`,
         );
-        return unmarkAfter(next.handle(), done);
+        return unmarkAfter(this.handlers.unclaimed(next, options), done);
       }
       this.logger.error(`${handler}: store failed (${describe(error)}); answering 503`);
       throw new IdempotencyStoreUnavailableError(STORE_RETRY_AFTER_MS, { cause: error });
@@ -280,12 +297,4 @@ export class IdempotencyInterceptor implements NestInterceptor {
 function unmarkAfter(handled: Observable<unknown>, done: () => void): Observable<unknown> {
   // tap() before finalize(): an outer retry gets the error, and subscribes again, first.
   return handled.pipe(tap({ complete: done, error: done }), finalize(done));
-}
-
-/**
- * How long a duplicate is told to wait (Retry-After, RPC `retryAfterMs`): the route's mean handler
- * time in this process, at least 1 s, and never past the lease the holder has left.
- */
-function retryAfter(route: Route | null, leaseLeftMs: number): number {
-  return Math.min(leaseLeftMs, Math.max(MIN_RETRY_AFTER_MS, Math.ceil(route?.runMs ?? 0)));
 }

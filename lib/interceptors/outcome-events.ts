@@ -49,7 +49,11 @@ export class OutcomeEvents {
   }
 }
 
-/** An error's message, or the value as text. */
+/** An error's message, or the value as text (whatever was thrown: never throws itself). */
 export function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
+  try {
+    return error instanceof Error ? String(error.message) : String(error);
+  } catch {
+    return Object.prototype.toString.call(error);
+  }
 }

@@ -31,7 +31,9 @@ export class OutcomeRecorder {
 
   /**
    * Stores what the handler emitted (or releases the claim when it cannot be stored). With
-   * `write` (a transaction's), a failed write is thrown, so that the transaction rolls back.
+   * `write` (a transaction's), a failed write is thrown, so that the transaction rolls back, and
+   * the caller settles the rest once the transaction did: it releases what was not stored, and
+   * reports the completion ({@link committed}) only after the commit.
    */
   async success(
     context: ExecutionContext,
@@ -49,10 +51,10 @@ export class OutcomeRecorder {
       );
     } catch (error) {
       const reason = `the response cannot be serialised (${describe(error)})`;
-      return this.notReplayable(claim, 'unserialisable', reason);
+      return this.notReplayable(claim, 'unserialisable', reason, !write);
     }
     if (typeof snapshot === 'string') {
-      return this.notReplayable(claim, snapshot, `the response is ${snapshot}`);
+      return this.notReplayable(claim, snapshot, `the response is ${snapshot}`, !write);
     }
     return this.store(claim, snapshot, write);
   }
@@ -85,13 +87,14 @@ export class OutcomeRecorder {
       encoded = encodeResponse(snapshot);
     } catch (error) {
       const reason = `the response cannot be serialised (${describe(error)})`;
-      return this.notReplayable(claim, 'unserialisable', reason);
+      return this.notReplayable(claim, 'unserialisable', reason, !write);
     }
     if (encoded.body.length > options.maxResponseBytes) {
       return this.notReplayable(
         claim,
         'too large',
         `the response has ${encoded.body.length} bytes, over maxResponseBytes (${options.maxResponseBytes})`,
+        !write,
       );
     }
     const response = await packResponse(encoded, options.compression);
@@ -107,7 +110,7 @@ export class OutcomeRecorder {
       return 'failed';
     }
     if (owned) {
-      this.events.emit(claim, 'completed', key);
+      if (!write) this.committed(claim);
       return 'stored';
     }
     this.events.emit(claim, 'fenced', key);
@@ -119,15 +122,25 @@ export class OutcomeRecorder {
     return 'fenced';
   }
 
-  /** `kind`: what went wrong, without the details of this response (it is warned about once). */
-  private async notReplayable(claim: Claim, kind: string, reason: string): Promise<'released'> {
+  /** Reports a stored outcome (after the commit, with a transaction's write). */
+  committed(claim: Claim): void {
+    this.events.emit(claim, 'completed', claim.key);
+  }
+
+  /**
+   * `kind`: what went wrong, without the details of this response (it is warned about once).
+   * `release`: give up the claim now (the caller does, after rolling its transaction back).
+   */
+  private async notReplayable(
+    claim: Claim,
+    kind: string,
+    reason: string,
+    release: boolean,
+  ): Promise<'released'> {
     this.events.emit(claim, 'not_replayable', claim.key);
-    this.events.warnOnce(
-      claim.handler,
-      `not stored because ${reason}; the claim was released`,
-      kind,
-    );
-    await this.calls.release(claim);
+    const then = release ? 'the claim was released' : 'the transaction was rolled back';
+    this.events.warnOnce(claim.handler, `not stored because ${reason}; ${then}`, kind);
+    if (release) await this.calls.release(claim);
     return 'released';
   }
 }

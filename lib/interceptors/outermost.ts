@@ -46,10 +46,10 @@ export function hoistInterceptor(
   }
 }
 
-/** Every controller class of the app, with its handler functions. */
+/** Every controller class of the app, with its handler functions and its module. */
 export function* controllers(
   modules: ModulesContainer,
-): Generator<{ metatype: object; handlers: object[] }> {
+): Generator<{ module: { name: string }; metatype: object; handlers: object[] }> {
   const scanner = new MetadataScanner();
   for (const module of modules.values()) {
     for (const { metatype } of module.controllers.values()) {
@@ -59,7 +59,7 @@ export function* controllers(
         .getAllMethodNames(prototype)
         .map((name) => prototype[name])
         .filter((handler): handler is object => typeof handler === 'function');
-      yield { metatype, handlers };
+      yield { module, metatype, handlers };
     }
   }
 }

@@ -6,7 +6,11 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { fingerprint } from '../utils/fingerprint';
+import { withTimeout } from '../utils/timeout';
 import { describe, type OutcomeEvents } from './outcome-events';
+
+/** The most a route's own fingerprint may hash, in characters of its canonical form (1 MiB). */
+const MAX_CUSTOM_FINGERPRINT = 1024 * 1024;
 
 /**
  * Works out a request's key and fingerprint, through the route's own functions (options `key`
@@ -25,11 +29,8 @@ export class RequestIdentity {
   ): unknown {
     const read = options.key;
     if (!read) return adapter.readKey(context, options);
-    return this.callHook<IdempotencyKeyValue | Promise<IdempotencyKeyValue>>(
-      () => read(context),
-      handler,
-      'key',
-    );
+    const same = (value: IdempotencyKeyValue) => value;
+    return this.callHook(() => read(context), same, options, handler, 'key');
   }
 
   /**
@@ -46,12 +47,21 @@ export class RequestIdentity {
     if (custom === true) return adapter.fingerprint(context);
     const parts = options.keySpace === undefined ? [] : adapter.target(context);
     if (custom === false) return parts.length === 0 ? '' : fingerprint(parts, undefined);
-    const value = this.callHook(() => custom(context), handler, 'fingerprint');
-    return isPromise(value) ? value.then((v) => fingerprint(parts, v)) : fingerprint(parts, value);
+    const hash = (value: unknown) => fingerprint(parts, value, MAX_CUSTOM_FINGERPRINT);
+    return this.callHook(() => custom(context), hash, options, handler, 'fingerprint');
   }
 
-  /** Calls a route's key or fingerprint function: what it throws or rejects with answers 400. */
-  private callHook<T>(hook: () => T, handler: string, name: string): T | Promise<Awaited<T>> {
+  /**
+   * Calls a route's key or fingerprint function and `then` on its result: what either throws,
+   * or a promise that rejects or does not settle within `storeTimeout`, answers 400.
+   */
+  private callHook<T, R>(
+    hook: () => T | Promise<T>,
+    then: (value: T) => R,
+    options: ResolvedIdempotencyOptions,
+    handler: string,
+    name: string,
+  ): R | Promise<R> {
     const refuse = (error: unknown): never => {
       this.events.warnOnce(
         handler,
@@ -65,7 +75,9 @@ export class RequestIdentity {
     };
     try {
       const result = hook();
-      return isPromise(result) ? (result.catch(refuse) as Promise<Awaited<T>>) : result;
+      if (!isPromise(result)) return then(result);
+      const late = () => new Error(`no answer within storeTimeout (${options.storeTimeout} ms)`);
+      return withTimeout(result, options.storeTimeout, late).then(then).catch(refuse);
     } catch (error) {
       return refuse(error);
     }

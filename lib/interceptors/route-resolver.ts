@@ -31,6 +31,9 @@ export interface Route {
   runMs: number;
 }
 
+/** The shortest wait a 409 asks for, in ms (HTTP's Retry-After counts whole seconds). */
+const MIN_RETRY_AFTER_MS = 1_000;
+
 /** Weight of the newest run in a route's mean handler time (an exponential moving average). */
 const RUN_TIME_WEIGHT = 0.2;
 
@@ -67,35 +70,12 @@ export class RouteResolver {
   }
 
   private build(target: object, handler: object): Route | null {
-    const onClass = this.reflector.get(IdempotentOptions, target as never);
-    const onMethod = this.reflector.get(IdempotentOptions, handler as never);
-    if (!onClass && !onMethod) return null;
-    const name = routeName(target, handler);
-    const isEvent = Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === EVENT_HANDLER;
-    const options = mergeOptions(
-      this.options,
-      isEvent ? this.options.eventDefaults : undefined,
-      onClass,
-      onMethod,
-    );
-    if (!options.enabled) return null;
-    const pattern: unknown = Reflect.getMetadata(PATTERN_METADATA, handler);
-    const paths = [
-      Reflect.getMetadata(PATH_METADATA, target),
-      Reflect.getMetadata(PATH_METADATA, handler),
-    ];
-    const version: unknown =
-      Reflect.getMetadata(VERSION_METADATA, handler) ??
-      Reflect.getMetadata(VERSION_METADATA, target);
-    const host: unknown = Reflect.getMetadata(HOST_METADATA, target);
-    const suffix =
-      (version === undefined ? '' : ` version=${metadataText(version)}`) +
-      (host === undefined ? '' : ` host=${metadataText(host)}`);
+    const options = routeOptions(this.reflector, this.options, target, handler);
+    if (!options) return null;
     return {
       options,
-      name,
-      id: `${name} ${metadataText(pattern ?? paths)}${suffix}`,
-      suffix,
+      name: routeName(target, handler),
+      ...staticIdentity(target, handler),
       subclassBound: this.isBase && this.bindsSubclass(target, handler),
       runMs: 0,
     };
@@ -114,6 +94,43 @@ export class RouteResolver {
         : interceptor instanceof base && interceptor.constructor !== base,
     );
   }
+}
+
+/**
+ * A route's options (module < `@EventPattern` defaults < controller < method), or undefined when
+ * `@Idempotent()` is on neither the controller nor the handler. Opted out: `enabled` is false.
+ */
+export function routeOptions(
+  reflector: Reflector,
+  module: ResolvedModuleOptions,
+  target: object,
+  handler: object,
+): ResolvedIdempotencyOptions | undefined {
+  const onClass = reflector.get(IdempotentOptions, target as never);
+  const onMethod = reflector.get(IdempotentOptions, handler as never);
+  if (!onClass && !onMethod) return undefined;
+  const isEvent = Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === EVENT_HANDLER;
+  return mergeOptions(module, isEvent ? module.eventDefaults : undefined, onClass, onMethod);
+}
+
+/**
+ * What Nest's metadata says of a route's identity: `id` for when the transport names no route
+ * pattern (a microservice handler: `Controller.method` and its patterns), and the `suffix` an HTTP
+ * pattern needs (` version=…`, ` host=…`).
+ */
+export function staticIdentity(target: object, handler: object): { id: string; suffix: string } {
+  const pattern: unknown = Reflect.getMetadata(PATTERN_METADATA, handler);
+  const paths = [
+    Reflect.getMetadata(PATH_METADATA, target),
+    Reflect.getMetadata(PATH_METADATA, handler),
+  ];
+  const version: unknown =
+    Reflect.getMetadata(VERSION_METADATA, handler) ?? Reflect.getMetadata(VERSION_METADATA, target);
+  const host: unknown = Reflect.getMetadata(HOST_METADATA, target);
+  const suffix =
+    (version === undefined ? '' : ` version=${metadataText(version)}`) +
+    (host === undefined ? '' : ` host=${metadataText(host)}`);
+  return { id: `${routeName(target, handler)} ${metadataText(pattern ?? paths)}${suffix}`, suffix };
 }
 
 /**
@@ -153,4 +170,12 @@ export function timeRun(route: Route | null, started: number): void {
 /** `Controller.method`. */
 export function routeName(target: object, handler: object): string {
   return `${(target as { name: string }).name}.${(handler as { name: string }).name}`;
+}
+
+/**
+ * How long a duplicate is told to wait (Retry-After, RPC `retryAfterMs`): the route's mean handler
+ * time in this process, at least 1 s, and never past the lease the holder has left.
+ */
+export function retryAfter(route: Route | null, leaseLeftMs: number): number {
+  return Math.min(leaseLeftMs, Math.max(MIN_RETRY_AFTER_MS, Math.ceil(route?.runMs ?? 0)));
 }

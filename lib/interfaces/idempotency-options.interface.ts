@@ -69,13 +69,16 @@ export interface IdempotencyOptions {
    * (500, logged) rather than sharing its records. A request with no principal shares records
    * with every other caller of the route, and the route logs one warning.
    *
-   * A function replaces that default: it returns the caller's tenant or account id (records with
-   * another value are never seen; `1` and `'1'` differ), or `undefined` / `null` for none, and
-   * then the principal applies as without the option. `'public'` opts a route out
-   * explicitly, for genuinely public endpoints: records are shared by every caller, no warning.
-   * Microservice handlers have no principal: use a function to scope them.
+   * A function replaces that default (sync or async): it returns the caller's tenant or account
+   * id, a non-empty string or a number (records with another value are never seen; `1` and `'1'`
+   * differ), or an object identified like a principal (by its `id`, `sub`, `userId` or `_id`),
+   * or `undefined` / `null` for none, and then the principal applies as without the option.
+   * Anything else (an empty string, an object without an id) fails the request (500, logged).
+   * `'public'` opts a route out explicitly, for genuinely public endpoints: records are shared by
+   * every caller, no warning. Microservice handlers have no principal: use a function to scope
+   * them.
    */
-  scope?: ((context: ExecutionContext) => string | undefined) | 'public';
+  scope?: ((context: ExecutionContext) => unknown) | 'public';
   /**
    * Called when a request is answered from the store without running the handler (a replay, or
    * a duplicate event skipped). Acknowledge manual-ack broker messages here (RabbitMQ with

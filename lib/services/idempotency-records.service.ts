@@ -1,9 +1,10 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { BadRequestException, Inject, Injectable, Logger } from '@nestjs/common';
+import { describe } from '../interceptors/outcome-events';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
 import type { ResolvedModuleOptions } from '../utils/options';
-import { principalId } from '../utils/principal';
+import { principalId, tenantId } from '../utils/principal';
 import { describeMeta } from '../utils/response-codec';
 
 /** Which record an operator means: the client's key, the route, and whose record it is. */
@@ -25,7 +26,7 @@ export interface IdempotencyRecordQuery {
    */
   user?: unknown;
   /** Whose record, on a route with a `scope` function: what it returned for the caller. */
-  tenant?: string | number | bigint | boolean;
+  tenant?: unknown;
   /** The route's `keyPrefix`, when it overrides the module's. */
   keyPrefix?: string;
 }
@@ -71,7 +72,7 @@ export class IdempotencyRecords {
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
   ) {}
 
-  /** The record's state; nothing is changed. */
+  /** The record's state; nothing is changed. Throws BadRequestException for a malformed query. */
   async inspect(query: IdempotencyRecordQuery): Promise<IdempotencyRecordState> {
     const found = await this.store.inspect(this.storeKey(query));
     if (found.state !== 'completed') return found;
@@ -92,14 +93,24 @@ export class IdempotencyRecords {
     return deleted;
   }
 
-  /** The store key of the record, as the interceptor derives it. */
+  /**
+   * The store key of the record, as the interceptor derives it. A query that names no record
+   * (no route, a key that is not one, an owner without an id) is a BadRequestException.
+   */
   private storeKey(query: IdempotencyRecordQuery): string {
     const { route, user, tenant, keyPrefix = this.options.keyPrefix } = query;
-    if (typeof route !== 'string' || route === '') {
-      throw new TypeError('IdempotencyRecords: route must name a route, e.g. "POST /payments"');
+    try {
+      if (typeof route !== 'string' || route === '') {
+        throw new TypeError('route must name a route, e.g. "POST /payments"');
+      }
+      if (typeof keyPrefix !== 'string') throw new TypeError('keyPrefix must be a string');
+      // Any length: a route may accept longer keys than the module (its own maxKeyLength).
+      const key = parseIdempotencyKey(query.key, Number.MAX_SAFE_INTEGER);
+      const owner = tenantId(tenant, route);
+      const principal = owner === undefined ? principalId(user, route) : undefined;
+      return recordKey(keyPrefix, recordScope(route, owner, principal), key);
+    } catch (error) {
+      throw new BadRequestException(`IdempotencyRecords: ${describe(error)}`, { cause: error });
     }
-    const key = parseIdempotencyKey(query.key, this.options.maxKeyLength);
-    const principal = user === undefined ? undefined : principalId(user, route);
-    return recordKey(keyPrefix, recordScope(route, tenant, principal), key);
   }
 }

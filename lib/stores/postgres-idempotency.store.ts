@@ -198,13 +198,26 @@ FROM gone`,
 }
 
 /**
+ * The expiry index's name: `<table>_expires_at_idx`, or, when that is longer than PostgreSQL keeps
+ * (63 bytes; it would cut the name short, to the table's own name when that is 63 long, and
+ * `CREATE INDEX IF NOT EXISTS` would then skip it), the table's name cut to fit with a hash of
+ * it: still unique to the table.
+ */
+export function expiryIndexName(table: string): string {
+  const name = `${table}_expires_at_idx`;
+  if (Buffer.byteLength(name) <= 63) return name;
+  const hash = createHash('sha256').update(table).digest('hex').slice(0, 8);
+  return `${table.slice(0, 63 - '_expires_at_idx'.length - 9)}_${hash}_expires_at_idx`;
+}
+
+/**
  * The DDL of `sql/001_idempotency_records.sql` for `table`, as one implicit transaction. The
  * advisory lock keeps app instances booting together from racing on `CREATE TABLE IF NOT EXISTS`
  * (which can fail with a duplicate key on pg_type when two run at once).
  */
 export function postgresSchemaSql(table = DEFAULT_TABLE): string {
   const t = quote(table);
-  const index = quote(`${table.split('.').pop()}_expires_at_idx`);
+  const index = quote(expiryIndexName(table.split('.').pop()!));
   return `SELECT pg_advisory_xact_lock(hashtext('nestjs-idempotency ${table}'));
 CREATE TABLE IF NOT EXISTS ${t} (
   key text PRIMARY KEY,

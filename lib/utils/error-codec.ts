@@ -8,10 +8,18 @@ export interface StoredError {
   /** Its message. */
   m: string;
   /**
-   * What the transport's exception filter sends for it: `HttpException.getResponse()`, or
-   * `RpcException.getError()`. Absent for other errors, which Nest answers as internal errors.
+   * What the transport's exception filter sends for it: on HTTP `HttpException.getResponse()`,
+   * on RPC `RpcException.getError()`. Absent for other errors, which Nest answers as internal
+   * errors (their details never reach the client, nor a replay).
    */
   r?: unknown;
+  /** Index in `storeErrors` of the class that matched it, when one did. */
+  i?: number;
+  /**
+   * Its own enumerable fields that JSON carries back as they are (`declineCode`...), for an
+   * error of a listed class only: a filter for that class may answer with them.
+   */
+  p?: Record<string, unknown>;
 }
 
 type ErrorClass = abstract new (...args: never[]) => Error;
@@ -52,23 +60,52 @@ export function matchesStoredErrors(
   });
 }
 
+/** HttpException's own fields, which its constructor sets again. */
+const BUILT_IN_FIELDS = new Set(['response', 'status', 'options', 'message', 'name', 'cause']);
+
 /**
- * What is stored of an error: its class name, message and the body its exception filter sends.
- * Nothing else (an HTTP client's error, say, holds the request's headers and credentials).
+ * What is stored of an error: its class name and message, the body its exception filter sends
+ * on this transport, and, for an error of a class listed in `storeErrors`, which one and its own
+ * fields. Nothing else: an HTTP client's error, say, holds the request's headers and credentials.
  */
-export function describeError(error: unknown): StoredError {
+export function describeError(
+  error: unknown,
+  transport: 'http' | 'rpc',
+  matchers: readonly IdempotencyErrorMatcher[],
+): StoredError {
   if (!(error instanceof Error)) return { c: '', m: String(error) };
   const stored: StoredError = { c: error.constructor.name, m: error.message };
-  if (error instanceof HttpException) stored.r = error.getResponse();
   const rpc = error as { getError?: unknown };
-  if (typeof rpc.getError === 'function') stored.r = (rpc.getError as () => unknown).call(error);
+  if (transport === 'http' && error instanceof HttpException) stored.r = error.getResponse();
+  if (transport === 'rpc' && typeof rpc.getError === 'function') {
+    stored.r = (rpc.getError as () => unknown).call(error);
+  }
+  const index = matchers.findIndex((matcher) => isErrorClass(matcher) && error instanceof matcher);
+  if (index >= 0) {
+    stored.i = index;
+    const fields = Object.entries(error).filter(
+      ([name, value]) => !BUILT_IN_FIELDS.has(name) && isPlainData(value),
+    );
+    if (fields.length > 0) stored.p = Object.fromEntries(fields);
+  }
   return stored;
+}
+
+/** Whether JSON carries `value` back as it is: strings, finite numbers, booleans, null. */
+function isPlainData(value: unknown): boolean {
+  return (
+    value === null ||
+    typeof value === 'string' ||
+    typeof value === 'boolean' ||
+    (typeof value === 'number' && Number.isFinite(value))
+  );
 }
 
 /**
  * The error a replay throws: rebuilt with `rebuild` from what was stored (the transport's
- * exception, or an Error), and of the stored class when `matchers` list a class of that name,
- * so that exception filters and `instanceof` see what they saw the first time.
+ * exception, or an Error), and of the class of `storeErrors` that matched it (by its place in
+ * the list, not its name: two classes may share one), with its fields, so that exception filters
+ * and `instanceof` see what they saw the first time.
  */
 export function rebuildError(
   stored: StoredError,
@@ -79,10 +116,12 @@ export function rebuildError(
     stored.r === undefined
       ? Object.assign(new Error(stored.m), { name: stored.c || 'Error' })
       : rebuild(stored);
-  const listed = matchers.find(
-    (matcher): matcher is ErrorClass => isErrorClass(matcher) && matcher.name === stored.c,
-  );
-  if (listed) Object.setPrototypeOf(error, listed.prototype);
+  const listed = stored.i === undefined ? undefined : matchers[stored.i];
+  // A list changed since the record was stored may hold another class there now.
+  if (isErrorClass(listed) && listed.name === stored.c) {
+    Object.setPrototypeOf(error, listed.prototype);
+    Object.assign(error, stored.p);
+  }
   error.message = stored.m;
   return error;
 }

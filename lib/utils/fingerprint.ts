@@ -21,9 +21,10 @@ const CHECKPOINT_EVERY = 64;
  * arrays count as their bytes. Iterative, so a deeply nested hostile body cannot overflow the
  * stack, and cycle-safe (RPC payloads can be object graphs). One frame per object or array and
  * none per primitive, so its cost stays within a few times that of parsing the body; the form is
- * built as one string and hashed once.
+ * built as one string and hashed once. Throws a RangeError once the form outgrows `maxLength`
+ * characters.
  */
-export function fingerprint(parts: string[], payload: unknown): string {
+export function fingerprint(parts: string[], payload: unknown, maxLength = Infinity): string {
   let out = '';
   for (const part of parts) out += `${part.length}:${part}`;
   const frames: Frame[] = [];
@@ -67,6 +68,8 @@ export function fingerprint(parts: string[], payload: unknown): string {
         enter(record, keys);
       }
     }
+    // A budget for values nobody bounded (what a route's own function returns, say).
+    if (out.length > maxLength) throw new RangeError('the value is too large to fingerprint');
     // The next value to encode, closing every container that has none left.
     let found = false;
     while (!found && frames.length > 0) {

@@ -130,12 +130,15 @@ export function digest(text: string): string {
 
 /**
  * What a record key is scoped to: the route's identity, then the record's owner: the tenant a
- * `scope` function returned (typed: `1` and `'1'` differ), else the principal's id
- * (`principalId`), else nobody (every caller of the route shares it).
+ * `scope` function returned (`tenantId`), else the principal's id (`principalId`), else nobody
+ * (every caller of the route shares it).
  */
-export function recordScope(route: string, tenant: unknown, principal: string | undefined): string {
-  if (tenant !== undefined && tenant !== null)
-    return `${route}\0t:${typeof tenant}:${String(tenant)}`;
+export function recordScope(
+  route: string,
+  tenant: string | undefined,
+  principal: string | undefined,
+): string {
+  if (tenant !== undefined) return `${route}\0t:${tenant}`;
   return principal === undefined ? route : `${route}\0u:${principal}`;
 }
 

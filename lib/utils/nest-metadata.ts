@@ -31,3 +31,16 @@ export const PATTERN_HANDLER_METADATA = 'microservices:handler_type';
 export const EVENT_HANDLER = 2;
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT` of `@nestjs/common`. */
 export const RESPONSE_PARAM_TYPES = [1, 2];
+
+/**
+ * Whether a handler sends the response itself (`@Res()` or `@Next()` without `passthrough`): the
+ * rule Nest applies.
+ */
+export function respondsItself(target: object, handler: object): boolean {
+  const name = (handler as { name: string }).name;
+  const args = (Reflect.getMetadata(ROUTE_ARGS_METADATA, target, name) ?? {}) as object;
+  const injectsResponse = Object.keys(args).some((key) =>
+    RESPONSE_PARAM_TYPES.includes(Number(key.split(':')[0])),
+  );
+  return injectsResponse && !Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, target, name);
+}

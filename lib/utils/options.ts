@@ -1,4 +1,8 @@
-import { DEFAULT_REPLAY_HEADERS, FORBIDDEN_REPLAY_HEADERS } from '../idempotency.constants';
+import {
+  DEFAULT_REPLAY_HEADERS,
+  FORBIDDEN_REPLAY_HEADERS,
+  REPLAYED_HEADER,
+} from '../idempotency.constants';
 import type {
   IdempotencyModuleOptions,
   IdempotencyOptions,
@@ -47,6 +51,14 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
 const FLAGS = ['enabled', 'required', 'failOpen'] as const;
 const FUNCTIONS = ['key', 'onReplay', 'onReject'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Headers the outcome header may not be named: they mean something else to clients and proxies. */
+const RESERVED_STATUS_HEADERS = new Set([
+  ...FORBIDDEN_REPLAY_HEADERS,
+  ...DEFAULT_REPLAY_HEADERS,
+  REPLAYED_HEADER.toLowerCase(),
+  'retry-after',
+  'idempotency-key',
+]);
 
 /**
  * Checks options set in `forRoot()` or `@Idempotent()` and throws a clear error at bootstrap (or
@@ -93,6 +105,9 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
     fail(
       `statusHeader must be a boolean or a valid HTTP header name, got ${JSON.stringify(statusHeader)}`,
     );
+  }
+  if (typeof statusHeader === 'string' && RESERVED_STATUS_HEADERS.has(statusHeader.toLowerCase())) {
+    fail(`statusHeader cannot be ${statusHeader}: that header means something else`);
   }
   const { transactional } = options;
   if (

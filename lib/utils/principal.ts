@@ -11,11 +11,16 @@ export const PRINCIPAL_ID_FIELDS = ['id', 'sub', 'userId', '_id'] as const;
  * misconfiguration (Nest answers 500 and logs it), never a client error.
  */
 export class IdempotencyScopeError extends Error {
-  constructor(handler: string) {
+  constructor(handler: string, from: 'principal' | 'scope' = 'principal') {
     super(
-      `${handler}: request.user has none of ${PRINCIPAL_ID_FIELDS.join(', ')} (string or number), ` +
-        `so its idempotency records cannot be scoped to it. Set the \`scope\` option (a function ` +
-        `returning the caller's stable id, or 'public' for records shared by every caller).`,
+      from === 'principal'
+        ? `${handler}: request.user has none of ${PRINCIPAL_ID_FIELDS.join(', ')} (string or ` +
+            `number), so its idempotency records cannot be scoped to it. Set the \`scope\` option ` +
+            `(a function returning the caller's stable id, or 'public' for records shared by ` +
+            `every caller).`
+        : `${handler}: the \`scope\` function returned a value that identifies no tenant (a ` +
+            `non-empty string, a number, or an object with one of ${PRINCIPAL_ID_FIELDS.join(', ')}); ` +
+            `return undefined for none.`,
     );
     this.name = 'IdempotencyScopeError';
   }
@@ -29,16 +34,34 @@ export class IdempotencyScopeError extends Error {
  */
 export function principalId(user: unknown, handler: string): string | undefined {
   if (user === undefined || user === null) return undefined;
-  if (typeof user !== 'object') {
-    const id = identity(user);
-    if (id !== undefined) return `=${id}`;
-  } else {
-    for (const field of PRINCIPAL_ID_FIELDS) {
-      const value = identity((user as Record<string, unknown>)[field]);
-      if (value !== undefined) return `${field}=${value}`;
-    }
+  const id = typeof user === 'object' ? fieldsId(user) : identity(user);
+  if (id === undefined) throw new IdempotencyScopeError(handler);
+  return typeof user === 'object' ? id : `=${id}`;
+}
+
+/**
+ * The stable identity of what a `scope` function returned, or undefined for none (undefined,
+ * null): a string, number or bigint, typed (`1` and `'1'` differ); an object with a string form
+ * of its own (an ObjectId); or an object identified like a principal, by its first id field (a
+ * tenant object as auth layers attach it). Throws {@link IdempotencyScopeError} for anything
+ * else, an empty string included, rather than letting tenants share records.
+ */
+export function tenantId(tenant: unknown, handler: string): string | undefined {
+  if (tenant === undefined || tenant === null) return undefined;
+  const id =
+    identity(tenant) ??
+    (typeof tenant === 'object' && !Array.isArray(tenant) ? fieldsId(tenant) : undefined);
+  if (id === undefined) throw new IdempotencyScopeError(handler, 'scope');
+  return id;
+}
+
+/** The first of {@link PRINCIPAL_ID_FIELDS} that identifies `value`, as `field=typed id`. */
+function fieldsId(value: object): string | undefined {
+  for (const field of PRINCIPAL_ID_FIELDS) {
+    const id = identity((value as Record<string, unknown>)[field]);
+    if (id !== undefined) return `${field}=${id}`;
   }
-  throw new IdempotencyScopeError(handler);
+  return undefined;
 }
 
 /**

@@ -39,42 +39,79 @@ describe('storeErrors matching', () => {
 });
 
 describe('stored errors', () => {
-  it('keep an HttpException’s class name, message and body, and nothing else', () => {
-    const stored = describeError(new NotFoundException({ reason: 'gone' }));
+  it('keep an HttpException’s class name, message and body on HTTP, and nothing else', () => {
+    const stored = describeError(new NotFoundException({ reason: 'gone' }), 'http', []);
     expect(stored).toEqual({
       c: 'NotFoundException',
       m: 'Not Found Exception',
       r: { reason: 'gone' },
     });
-    expect(describeError(new DeclinedError('no'))).toEqual({ c: 'DeclinedError', m: 'no' });
-    expect(describeError('a string')).toEqual({ c: '', m: 'a string' });
+    expect(describeError(new DeclinedError('no'), 'http', [])).toEqual({
+      c: 'DeclinedError',
+      m: 'no',
+    });
+    expect(describeError('a string', 'http', [])).toEqual({ c: '', m: 'a string' });
+  });
+
+  it('keep what only the other transport sends to nobody: no RPC payload on HTTP, no HTTP body on RPC', () => {
+    const rpcLike = Object.assign(new Error('x'), {
+      getError: () => ({ dsn: 'postgres://secret' }),
+    });
+    expect(describeError(rpcLike, 'http', [])).toEqual({ c: 'Error', m: 'x' });
+    expect(describeError(rpcLike, 'rpc', [])).toMatchObject({ r: { dsn: 'postgres://secret' } });
+    expect(describeError(new NotFoundException('y'), 'rpc', [])).toEqual({
+      c: 'NotFoundException',
+      m: 'y',
+    });
   });
 
   it('rebuild through the transport, of the listed class when there is one', () => {
-    const stored = JSON.parse(
-      JSON.stringify(describeError(new NotFoundException('x'))),
+    const thrown = new NotFoundException('x');
+    const plainStored = JSON.parse(
+      JSON.stringify(describeError(thrown, 'http', [])),
     ) as StoredError;
-    const plain = rebuildError(stored, [], (s) => new HttpException(s.r as object, 404));
+    const plain = rebuildError(plainStored, [], (s) => new HttpException(s.r as object, 404));
     expect(plain).toBeInstanceOf(HttpException);
     expect(plain).not.toBeInstanceOf(NotFoundException);
-    const listed = rebuildError(
-      stored,
-      [NotFoundException],
-      (s) => new HttpException(s.r as object, 404),
-    );
+    const matchers = [NotFoundException];
+    const stored = JSON.parse(
+      JSON.stringify(describeError(thrown, 'http', matchers)),
+    ) as StoredError;
+    const listed = rebuildError(stored, matchers, (s) => new HttpException(s.r as object, 404));
     expect(listed).toBeInstanceOf(NotFoundException);
     expect((listed as HttpException).getStatus()).toBe(404);
     expect((listed as HttpException).getResponse()).toEqual(stored.r);
     expect(listed.message).toBe('x');
   });
 
-  it('rebuild other errors as an Error of the listed class, with their message only', () => {
-    const stored = describeError(new DeclinedError('declined'));
-    const error = rebuildError(stored, [DeclinedError], () => {
+  it('rebuild a listed class by its place in the list, with its plain fields only', () => {
+    class Declined extends Error {
+      constructor(
+        readonly code: string,
+        readonly amount: number,
+        readonly request: object,
+      ) {
+        super('declined');
+      }
+    }
+    const twin = class Declined extends Error {};
+    const matchers = [twin, Declined];
+    const error = new Declined('insufficient_funds', 5, { headers: { authorization: 'secret' } });
+    const stored = JSON.parse(
+      JSON.stringify(describeError(error, 'http', matchers)),
+    ) as StoredError;
+    expect(stored).toEqual({
+      c: 'Declined',
+      m: 'declined',
+      i: 1,
+      p: { code: 'insufficient_funds', amount: 5 },
+    });
+    const rebuilt = rebuildError(stored, matchers, () => {
       throw new Error('not called: no transport body');
     });
-    expect(error).toBeInstanceOf(DeclinedError);
-    expect(error.message).toBe('declined');
-    expect((error as DeclinedError).secret).toBeUndefined();
+    expect(rebuilt).toBeInstanceOf(Declined);
+    expect(rebuilt).not.toBeInstanceOf(twin);
+    expect(rebuilt).toMatchObject({ code: 'insufficient_funds', amount: 5, message: 'declined' });
+    expect((rebuilt as Declined).request).toBeUndefined();
   });
 });

@@ -117,4 +117,10 @@ describe('fingerprint of hostile text', () => {
   ])('tells %s from %s', (a, b) => {
     expect(fingerprint(parts, JSON.parse(a))).not.toBe(fingerprint(parts, JSON.parse(b)));
   });
+
+  it('stops with a RangeError once the canonical form outgrows its budget', () => {
+    const big = { items: Array.from({ length: 1000 }, (_, i) => ({ i, text: 'x'.repeat(50) })) };
+    expect(() => fingerprint([], big, 10_000)).toThrow(RangeError);
+    expect(fingerprint([], big)).toHaveLength(22);
+  });
 });

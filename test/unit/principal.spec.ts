@@ -1,4 +1,4 @@
-import { IdempotencyScopeError, principalId } from '../../lib/utils/principal';
+import { IdempotencyScopeError, principalId, tenantId } from '../../lib/utils/principal';
 
 describe('principalId', () => {
   it('is undefined without a principal', () => {
@@ -35,4 +35,21 @@ describe('principalId', () => {
       expect(() => principalId(user, 'Orders.create')).toThrow(/Orders\.create.*`scope`/);
     },
   );
+});
+
+describe('tenantId', () => {
+  it('types ids, identifies tenant objects like principals, and refuses what identifies nobody', () => {
+    expect(tenantId(undefined, 'H.m')).toBeUndefined();
+    expect(tenantId(null, 'H.m')).toBeUndefined();
+    expect(tenantId('1', 'H.m')).not.toBe(tenantId(1, 'H.m'));
+    expect(tenantId({ id: 'a', plan: 'pro' }, 'H.m')).not.toBe(
+      tenantId({ id: 'b', plan: 'pro' }, 'H.m'),
+    );
+    expect(tenantId({ id: 'a', plan: 'pro' }, 'H.m')).toBe(
+      tenantId({ id: 'a', plan: 'free' }, 'H.m'),
+    );
+    for (const nobody of ['', {}, { plan: 'pro' }, [], true, Promise.resolve('a')]) {
+      expect(() => tenantId(nobody, 'H.m')).toThrow(IdempotencyScopeError);
+    }
+  });
 });

@@ -1,0 +1,57 @@
+import type { ModuleRef, ModulesContainer } from '@nestjs/core';
+import { Reflector } from '@nestjs/core';
+import { PATTERN_METADATA, respondsItself } from '../utils/nest-metadata';
+import type { ResolvedModuleOptions } from '../utils/options';
+import { assertTransactionalReady } from './claimed-handler';
+import { controllers } from './outermost';
+import { routeOptions, staticIdentity } from './route-resolver';
+
+/**
+ * Checks at boot what would otherwise fail, or quietly misbehave, on the first request:
+ * - a `transactional` route needs a store that writes in the app's transaction and the app's
+ *   TransactionHost, and must not answer through `@Res()` / `@Next()` (its response would leave
+ *   before the commit, which may still fail);
+ * - two idempotent microservice handlers must not share an identity (one controller class name,
+ *   method and pattern in two modules, both run for an event): the second would be skipped as
+ *   the first one's duplicate.
+ */
+export function checkRoutes(
+  modules: ModulesContainer,
+  options: ResolvedModuleOptions,
+  store: object,
+  moduleRef: ModuleRef,
+): void {
+  const reflector = new Reflector();
+  const transactional: (true | { connectionName?: string })[] = [];
+  const identities = new Map<string, { module: object; metatype: object; where: string }>();
+  for (const { module, metatype, handlers } of controllers(modules)) {
+    for (const handler of handlers) {
+      const route = routeOptions(reflector, options, metatype, handler);
+      if (!route?.enabled) continue;
+      const name = `${(metatype as { name: string }).name}.${(handler as { name: string }).name}`;
+      if (route.transactional) {
+        if (respondsItself(metatype, handler)) {
+          throw new Error(
+            `IdempotencyModule: ${name} is \`transactional\` and answers through @Res() or ` +
+              '@Next(): its response would leave before the transaction commits. Return the ' +
+              'response (or use @Res({ passthrough: true })).',
+          );
+        }
+        transactional.push(route.transactional);
+      }
+      if (route.keySpace !== undefined || !Reflect.hasMetadata(PATTERN_METADATA, handler)) continue;
+      const { id } = staticIdentity(metatype, handler);
+      const where = `${name} in ${module.name}`;
+      const other = identities.get(id);
+      if (other && (other.module !== module || other.metatype !== metatype)) {
+        throw new Error(
+          `IdempotencyModule: ${other.where} and ${where} would share their idempotency ` +
+            `records (${id}), so one would be skipped as the other's duplicate. Rename one of ` +
+            'the controller classes, or give them distinct `keySpace`s.',
+        );
+      }
+      identities.set(id, { module, metatype, where });
+    }
+  }
+  assertTransactionalReady(transactional, store, moduleRef);
+}

@@ -1,0 +1,125 @@
+import {
+  Body,
+  CanActivate,
+  Controller,
+  ExecutionContext,
+  INestApplication,
+  Injectable,
+  Module,
+  Post,
+  Req,
+  UseGuards,
+} from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { randomUUID } from 'node:crypto';
+import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
+import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { PLATFORMS, Platform, post } from '../support/test-app';
+
+/**
+ * A `scope` function is how multi-tenant apps keep tenants apart. Its result is turned into the
+ * record's scope with String(): a tenant object (what many auth layers attach: `request.tenant =
+ * { id, plan }`, typed `any` so TypeScript does not object) becomes "[object Object]" for every
+ * tenant, and an async function (as `key` and `fingerprint` may be) becomes "[object Promise]".
+ * Every tenant then shares one scope: tenant B gets tenant A's response replayed. The principal
+ * path refuses such values (IdempotencyScopeError); the tenant path does not.
+ */
+
+interface TenantRequest {
+  headers: Record<string, string | undefined>;
+  tenant?: { id: string; plan: string };
+}
+
+@Injectable()
+class TenantFromHeader implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context.switchToHttp().getRequest<TenantRequest>();
+    const id = request.headers['x-tenant'];
+    if (id) request.tenant = { id, plan: 'pro' };
+    return true;
+  }
+}
+
+// What `request.tenant` is typed as in most apps (an untyped request augmentation).
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+const tenantOf = (ctx: ExecutionContext): any =>
+  ctx.switchToHttp().getRequest<TenantRequest>().tenant;
+
+@Controller('invoices')
+@UseGuards(TenantFromHeader)
+class InvoicesController {
+  @Post('object')
+  @Idempotent({ scope: (ctx) => tenantOf(ctx) })
+  object(@Req() request: TenantRequest, @Body() body: { amount: number }) {
+    return { tenant: request.tenant?.id, amount: body.amount, invoice: randomUUID() };
+  }
+
+  @Post('async')
+  // An async scope, as the async key and fingerprint functions invite (cast: typed sync only).
+  @Idempotent({ scope: (async (ctx: ExecutionContext) => tenantOf(ctx)?.id) as never })
+  async(@Req() request: TenantRequest, @Body() body: { amount: number }) {
+    return { tenant: request.tenant?.id, amount: body.amount, invoice: randomUUID() };
+  }
+}
+
+async function start(platform: Platform, options: IdempotencyModuleOptions) {
+  @Module({
+    imports: [IdempotencyModule.forRoot(options)],
+    controllers: [InvoicesController],
+  })
+  class AppModule {}
+  const app: INestApplication =
+    platform === 'fastify'
+      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
+      : await NestFactory.create(AppModule, { logger: false });
+  await app.listen(0, '127.0.0.1');
+  return app;
+}
+
+describe.each(PLATFORMS)('tenant scope on %s', (platform) => {
+  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
+    const prefix = uniquePrefix('attack-scope');
+    let app: INestApplication;
+    let url: string;
+
+    beforeAll(async () => {
+      app = await start(platform, {
+        keyPrefix: prefix,
+        ...(storeName === 'redis' ? { redis: testRedisUrl() } : {}),
+      });
+      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    });
+    afterAll(async () => {
+      await app?.close();
+      if (storeName === 'redis') {
+        const redis = inspectionClient();
+        await deleteKeysUnder(redis, prefix);
+        await redis.quit();
+      }
+    });
+
+    it.each(['object', 'async'])(
+      'tenant B never gets tenant A’s response replayed (scope function returning %s)',
+      async (route) => {
+        const key = randomUUID();
+        const body = { amount: 100 };
+        const a = await post(url, `/invoices/${route}`, {
+          key,
+          body,
+          headers: { 'x-tenant': 'a' },
+        });
+        const b = await post(url, `/invoices/${route}`, {
+          key,
+          body,
+          headers: { 'x-tenant': 'b' },
+        });
+        expect(a.status).toBe(201);
+        expect({
+          replayed: b.headers.get('idempotent-replayed'),
+          tenant: (b.json() as { tenant?: string }).tenant,
+        }).toEqual({ replayed: null, tenant: 'b' });
+      },
+    );
+  });
+});
