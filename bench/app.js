@@ -1,5 +1,6 @@
 // The app under test, in its own process, using the built library (dist/) as users do.
-// Env: STORE=redis|memory, REDIS_URL, KEY_PREFIX, PORT (0 = free), LIBRARY, BENCH_MODULE_OPTIONS
+// Env: STORE=redis|memory|postgres, REDIS_URL, KEY_PREFIX, POSTGRES_URL, POSTGRES_TABLE, PORT
+// (0 = free; workers of bench/cluster.js share one), LIBRARY, BENCH_MODULE_OPTIONS
 // (JSON merged into forRoot's options). Prints `READY <port>`.
 // Routes (all POST): /baseline (no idempotency) and /idempotent, each also as /…-io with ~5 ms of
 // simulated I/O, answering the ~200 B JSON of bench/payload.js (or `size` bytes of order JSON when
@@ -92,13 +93,23 @@ route('release', 'control/release', []);
 route('held', 'control/held', []);
 Controller()(BenchController);
 
+const STORES = {
+  redis: () => ({ redis: process.env.REDIS_URL, keyPrefix: process.env.KEY_PREFIX }),
+  memory: () => ({ store: new MemoryIdempotencyStore({ maxEntries: 5_000_000 }) }),
+  postgres: () => ({
+    postgres: {
+      connectionString: process.env.POSTGRES_URL,
+      table: process.env.POSTGRES_TABLE,
+      ensureSchema: true,
+    },
+  }),
+};
+
 class AppModule {}
 Module({
   imports: [
     IdempotencyModule.forRoot({
-      ...(process.env.STORE === 'redis'
-        ? { redis: process.env.REDIS_URL, keyPrefix: process.env.KEY_PREFIX }
-        : { store: new MemoryIdempotencyStore({ maxEntries: 5_000_000 }) }),
+      ...STORES[process.env.STORE](),
       // BENCH_MODULE_OPTIONS='{"metrics":false}' and the like, to see what an option costs.
       ...JSON.parse(process.env.BENCH_MODULE_OPTIONS || '{}'),
     }),
