@@ -123,6 +123,7 @@ async function recordsCost() {
   const body = Buffer.from(JSON.stringify(payment(100)));
   const meta = '{"s":201,"k":"j"}';
   const used = async () => Number(/used_memory:(\d+)/.exec(await client.info('memory'))[1]);
+  await claimLatencies(store, 'warm-up:', PROBES); // JIT and connection warm, as in the full case
   const p99Empty = await claimLatencies(store, 'probe-empty:', PROBES);
   const before = await used();
   // What a request stores: a claim, then its completion (a 24 h TTL), under a real key's shape.

@@ -272,14 +272,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
     // An outer retry may have answered this request with an error before: drop its headers.
     if (result.status === 'completed' || result.status === 'claimed') adapter.reset?.(context);
     switch (result.status) {
-      case 'completed':
+      case 'completed': {
         done(); // the handler never runs, nor do the interceptors inside this one
         this.events.emit(claim, 'replayed', claim.key);
         options.onReplay?.(context);
-        return this.serializers.passThrough(
-          context,
-          adapter.replay(context, await decodeResponse(result.response), options),
-        );
+        let snapshot = decodeResponse(result.response);
+        if (isPromise(snapshot)) snapshot = await snapshot;
+        return this.serializers.passThrough(context, adapter.replay(context, snapshot, options));
+      }
       case 'in_progress':
         this.events.emit(claim, 'conflict', claim.key);
         throw new IdempotencyInProgressError(retryAfter(claim.cached, result.retryAfterMs));

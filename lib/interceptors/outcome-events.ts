@@ -27,7 +27,7 @@ export class OutcomeEvents {
 
   emit(source: EventSource, type: IdempotencyEventType, key?: string, error?: unknown): void {
     const { options, handler, route } = source;
-    this.metrics?.outcome(type, handler);
+    if (this.metrics?.recording) this.metrics.outcome(type, handler);
     if (!options.onEvent) return;
     try {
       options.onEvent({ type, handler, route, key, error });

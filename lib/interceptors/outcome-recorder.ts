@@ -4,6 +4,7 @@ import type { StoredResponse } from '../stores/idempotency.store';
 import { matchesStoredErrors } from '../utils/error-codec';
 import { encodeResponse, packResponse, type ResponseSnapshot } from '../utils/response-codec';
 import { describe, type OutcomeEvents } from './outcome-events';
+import { isPromise } from './request-identity';
 import type { GlobalSerializers } from './serializers';
 import type { Claim, StoreCalls } from './store-calls';
 
@@ -44,11 +45,9 @@ export class OutcomeRecorder {
   ): Promise<RecordOutcome> {
     let snapshot;
     try {
-      snapshot = adapter.capture(
-        context,
-        await this.serializers.apply(context, values),
-        claim.options,
-      );
+      let sent = this.serializers.apply(context, values);
+      if (isPromise(sent)) sent = await sent;
+      snapshot = adapter.capture(context, sent, claim.options);
     } catch (error) {
       const reason = `the response cannot be serialised (${describe(error)})`;
       return this.notReplayable(claim, 'unserialisable', reason, !write);
@@ -97,7 +96,8 @@ export class OutcomeRecorder {
         !write,
       );
     }
-    const response = await packResponse(encoded, options.compression);
+    let response = packResponse(encoded, options.compression);
+    if (isPromise(response)) response = await response;
     let owned: boolean;
     try {
       owned = await (write ?? this.calls.complete.bind(this.calls))(claim, response);

@@ -47,7 +47,7 @@ export function checkRoutes(
         throw new Error(
           `IdempotencyModule: ${other.where} and ${where} would share their idempotency ` +
             `records (${id}), so one would be skipped as the other's duplicate. Rename one of ` +
-            'the controller classes, or give them distinct `keySpace`s.',
+            'the controller classes (or register the controller in one module only).',
         );
       }
       identities.set(id, { module, metatype, where });

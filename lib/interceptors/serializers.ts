@@ -61,9 +61,17 @@ export class GlobalSerializers {
   constructor(private readonly moduleRef?: ModuleRef) {}
 
   /** `values` as the global serializers would send them. */
-  async apply(context: ExecutionContext, values: unknown[]): Promise<unknown[]> {
+  apply(context: ExecutionContext, values: unknown[]): unknown[] | Promise<unknown[]> {
     const serializers = this.find(context);
-    if (serializers.length === 0) return values;
+    // Without serializers (most apps), no promise: this runs for every stored response.
+    return serializers.length === 0 ? values : this.serialize(context, values, serializers);
+  }
+
+  private async serialize(
+    context: ExecutionContext,
+    values: unknown[],
+    serializers: ClassSerializerInterceptor[],
+  ): Promise<unknown[]> {
     const sent: unknown[] = [];
     for (let value of values) {
       for (let i = serializers.length - 1; i >= 0; i--) {

@@ -174,7 +174,7 @@ export class StoreCalls {
     const timeout = () => new IdempotencyStoreTimeoutError(operation, options.storeTimeout);
     const bounded = withTimeout(promise, options.storeTimeout, timeout);
     const metrics = this.events.metrics;
-    if (!metrics) return bounded;
+    if (!metrics?.recording) return bounded;
     // The first outcome only: a call that timed out may still answer later.
     const started = performance.now();
     const record = (failed: boolean) =>

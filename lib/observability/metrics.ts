@@ -7,6 +7,11 @@ export type IdempotencyStoreOperation = 'claim' | 'complete' | 'release' | 'exte
 
 /** What the interceptor reports to a metrics backend. */
 export interface IdempotencyMetrics {
+  /**
+   * Whether anything records what is reported: false while the app registered no metrics SDK
+   * (the API's no-op provider), so that callers skip the work of measuring.
+   */
+  readonly recording: boolean;
   /** One outcome of one request (the same types as `onEvent`). */
   outcome(type: IdempotencyEventType, handler: string): void;
   /** How long one store call took, in milliseconds, and whether it failed. */
@@ -35,6 +40,8 @@ const DURATION_BUCKETS = [
 
 interface Instruments {
   provider: MeterProvider;
+  /** The provider hands out the API's no-op meter: nothing is recorded. */
+  noop: boolean;
   outcomes: Counter;
   duration: Histogram;
 }
@@ -57,6 +64,7 @@ export function createOpenTelemetryMetrics(): IdempotencyMetrics | undefined {
       const meter = provider.getMeter(METER_NAME);
       current = {
         provider,
+        noop: meter === api.createNoopMeter(),
         outcomes: meter.createCounter(OUTCOMES_METRIC, {
           description:
             'Outcomes of idempotent requests (claimed, completed, replayed, conflict...)',
@@ -72,6 +80,9 @@ export function createOpenTelemetryMetrics(): IdempotencyMetrics | undefined {
     return current;
   };
   return {
+    get recording() {
+      return !instruments().noop;
+    },
     outcome(type, handler) {
       instruments().outcomes.add(1, {
         'idempotency.outcome': type,

@@ -1,4 +1,10 @@
-import { BadRequestException, Inject, Injectable, Logger } from '@nestjs/common';
+import {
+  BadRequestException,
+  Inject,
+  Injectable,
+  Logger,
+  ServiceUnavailableException,
+} from '@nestjs/common';
 import { describe } from '../interceptors/outcome-events';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import { IdempotencyStore } from '../stores/idempotency.store';
@@ -6,6 +12,7 @@ import { parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { principalId, tenantId } from '../utils/principal';
 import { describeMeta } from '../utils/response-codec';
+import { withTimeout } from '../utils/timeout';
 
 /** Which record an operator means: the client's key, the route, and whose record it is. */
 export interface IdempotencyRecordQuery {
@@ -74,7 +81,7 @@ export class IdempotencyRecords {
 
   /** The record's state; nothing is changed. Throws BadRequestException for a malformed query. */
   async inspect(query: IdempotencyRecordQuery): Promise<IdempotencyRecordState> {
-    const found = await this.store.inspect(this.storeKey(query));
+    const found = await this.bounded(this.store.inspect(this.storeKey(query)));
     if (found.state !== 'completed') return found;
     const { status, error } = describeMeta(found.meta);
     const { bytes, ageMs, ttlMsLeft } = found;
@@ -88,9 +95,18 @@ export class IdempotencyRecords {
    */
   async delete(query: IdempotencyRecordQuery): Promise<boolean> {
     const key = this.storeKey(query);
-    const deleted = await this.store.delete(key);
+    const deleted = await this.bounded(this.store.delete(key));
     if (deleted) this.logger.log(`deleted the record ${key} of ${query.route}`);
     return deleted;
+  }
+
+  /** A store call bounded by `storeTimeout`: a ServiceUnavailableException (503) after it. */
+  private bounded<T>(call: Promise<T>): Promise<T> {
+    const { storeTimeout } = this.options;
+    return withTimeout(call, storeTimeout, () => {
+      const message = `IdempotencyRecords: the store did not answer within ${storeTimeout} ms`;
+      return new ServiceUnavailableException(message);
+    });
   }
 
   /**

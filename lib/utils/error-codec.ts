@@ -15,6 +15,8 @@ export interface StoredError {
   r?: unknown;
   /** Index in `storeErrors` of the class that matched it, when one did. */
   i?: number;
+  /** That class's name: a list changed since may hold another class at `i`. */
+  n?: string;
   /**
    * Its own enumerable fields that JSON carries back as they are (`declineCode`...), for an
    * error of a listed class only: a filter for that class may answer with them.
@@ -83,6 +85,7 @@ export function describeError(
   const index = matchers.findIndex((matcher) => isErrorClass(matcher) && error instanceof matcher);
   if (index >= 0) {
     stored.i = index;
+    stored.n = (matchers[index] as ErrorClass).name;
     const fields = Object.entries(error).filter(
       ([name, value]) => !BUILT_IN_FIELDS.has(name) && isPlainData(value),
     );
@@ -103,9 +106,10 @@ function isPlainData(value: unknown): boolean {
 
 /**
  * The error a replay throws: rebuilt with `rebuild` from what was stored (the transport's
- * exception, or an Error), and of the class of `storeErrors` that matched it (by its place in
- * the list, not its name: two classes may share one), with its fields, so that exception filters
- * and `instanceof` see what they saw the first time.
+ * exception, or an Error), and of the class of `storeErrors` that matched it (found by its place
+ * in the list, not its name: two classes may share one), with its fields, so that exception
+ * filters and `instanceof` for that class see what they saw the first time. An error that
+ * matched a listed parent class comes back of that class, not of its own subclass.
  */
 export function rebuildError(
   stored: StoredError,
@@ -118,7 +122,7 @@ export function rebuildError(
       : rebuild(stored);
   const listed = stored.i === undefined ? undefined : matchers[stored.i];
   // A list changed since the record was stored may hold another class there now.
-  if (isErrorClass(listed) && listed.name === stored.c) {
+  if (isErrorClass(listed) && listed.name === (stored.n ?? stored.c)) {
     Object.setPrototypeOf(error, listed.prototype);
     Object.assign(error, stored.p);
   }

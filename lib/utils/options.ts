@@ -106,7 +106,11 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
       `statusHeader must be a boolean or a valid HTTP header name, got ${JSON.stringify(statusHeader)}`,
     );
   }
-  if (typeof statusHeader === 'string' && RESERVED_STATUS_HEADERS.has(statusHeader.toLowerCase())) {
+  if (
+    typeof statusHeader === 'string' &&
+    (RESERVED_STATUS_HEADERS.has(statusHeader.toLowerCase()) ||
+      statusHeader.toLowerCase() === options.headerName?.toLowerCase())
+  ) {
     fail(`statusHeader cannot be ${statusHeader}: that header means something else`);
   }
   const { transactional } = options;

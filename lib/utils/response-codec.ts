@@ -166,23 +166,29 @@ export function encodeResponse(snapshot: ResponseSnapshot): EncodedResponse {
  * thread pool) when compression is on, it has at least `threshold` bytes and it gets smaller.
  * Compression is an optimisation: a body it fails on is stored as it is.
  */
-export async function packResponse(
+export function packResponse(
   encoded: EncodedResponse,
   compression: false | IdempotencyCompressionOptions,
-): Promise<StoredResponse> {
-  let { meta, body } = encoded;
+): StoredResponse | Promise<StoredResponse> {
+  const { meta, body } = encoded;
   if (compression && body.length > 0 && body.length >= (compression.threshold ?? 1024)) {
-    const algorithm = compression.algorithm ?? 'brotli';
-    const codec = CODECS[algorithm];
-    const packed = await codec
-      .compress(body, codec.options(compression.level ?? codec.defaultLevel))
-      .catch(() => body);
-    if (packed.length < body.length) {
-      meta = { ...meta, z: algorithm };
-      body = packed;
-    }
+    return compress(encoded, compression);
   }
+  // Small bodies (most responses) are stored as they are, without a promise.
   return { meta: JSON.stringify(meta), body };
+}
+
+async function compress(
+  { meta, body }: EncodedResponse,
+  compression: IdempotencyCompressionOptions,
+): Promise<StoredResponse> {
+  const algorithm = compression.algorithm ?? 'brotli';
+  const codec = CODECS[algorithm];
+  const packed = await codec
+    .compress(body, codec.options(compression.level ?? codec.defaultLevel))
+    .catch(() => body);
+  if (packed.length >= body.length) return { meta: JSON.stringify(meta), body };
+  return { meta: JSON.stringify({ ...meta, z: algorithm }), body: packed };
 }
 
 /**
@@ -206,12 +212,21 @@ function parseMeta(text: string): Meta {
   return meta;
 }
 
-/** Decodes a stored response back into status, headers and the value to hand the framework. */
-export async function decodeResponse(stored: StoredResponse): Promise<ResponseSnapshot> {
+/**
+ * Decodes a stored response back into status, headers and the value to hand the framework.
+ * Throws (or rejects, for a compressed body) when the record is not one this codec wrote.
+ */
+export function decodeResponse(
+  stored: StoredResponse,
+): ResponseSnapshot | Promise<ResponseSnapshot> {
   const meta = parseMeta(stored.meta);
-  const codec = meta.z === undefined ? undefined : CODECS[meta.z];
-  if (meta.z !== undefined && !codec) throw new Error(`unknown compression ${String(meta.z)}`);
-  const body = codec ? await codec.decompress(stored.body) : stored.body;
+  if (meta.z === undefined) return snapshotOf(meta, stored.body);
+  const codec = CODECS[meta.z];
+  if (!codec) throw new Error(`unknown compression ${String(meta.z)}`);
+  return codec.decompress(stored.body).then((body) => snapshotOf(meta, body));
+}
+
+function snapshotOf(meta: Meta, body: Buffer): ResponseSnapshot {
   let value: unknown;
   switch (KINDS[meta.k]) {
     case 'json':

@@ -4,7 +4,7 @@
  * never unhandled. `promise` itself runs on: a timeout only stops the wait.
  */
 export function withTimeout<T>(
-  promise: Promise<T>,
+  promise: PromiseLike<T>,
   ms: number,
   onTimeout: () => Error,
 ): Promise<T> {

@@ -24,6 +24,7 @@ import {
   IdempotencyModuleOptions,
   IdempotencyRecords,
 } from '../../lib';
+import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { deferred, PLATFORMS, Platform, post } from '../support/test-app';
 
@@ -136,8 +137,9 @@ async function call(url: string, method: 'GET' | 'DELETE', query: Record<string,
 }
 
 describe.each(PLATFORMS)('IdempotencyRecords on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
+  describe.each(['memory', 'redis', 'postgres'] as const)('with the %s store', (storeName) => {
     const prefix = uniquePrefix(`records-${platform}-${storeName}`);
+    const table = uniqueTable(`records_${platform}`);
     const events: IdempotencyEvent[] = [];
     const ttl = 3_600_000;
     let app: INestApplication;
@@ -145,13 +147,24 @@ describe.each(PLATFORMS)('IdempotencyRecords on %s', (platform) => {
     let records: IdempotencyRecords;
 
     beforeAll(async () => {
-      const store = storeName === 'redis' ? { redis: testRedisUrl() } : {};
+      const store =
+        storeName === 'redis'
+          ? { redis: testRedisUrl() }
+          : storeName === 'postgres'
+            ? { postgres: { connectionString: testPostgresUrl(), table, ensureSchema: true } }
+            : {};
+      if (storeName === 'postgres') await (await testPool()).end(); // fails naming PostgreSQL
       app = await start(platform, { ...store, keyPrefix: prefix, ttl }, events);
       url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
       records = app.get(IdempotencyRecords);
     });
     afterAll(async () => {
       await app.close();
+      if (storeName === 'postgres') {
+        const pool = await testPool();
+        await dropTable(pool, table);
+        await pool.end();
+      }
       if (storeName !== 'redis') return;
       const client = inspectionClient();
       await deleteKeysUnder(client, prefix);

@@ -104,6 +104,7 @@ describe('stored errors', () => {
       c: 'Declined',
       m: 'declined',
       i: 1,
+      n: 'Declined',
       p: { code: 'insufficient_funds', amount: 5 },
     });
     const rebuilt = rebuildError(stored, matchers, () => {

@@ -15,8 +15,11 @@ const docs = [
     .map((name) => join('docs', name)),
 ];
 
-/** Markdown outside fenced code blocks, with inline code spans emptied: where links and headings are. */
-function prose(markdown: string): string {
+/**
+ * Markdown outside fenced code blocks: where links and headings are. Inline code spans are
+ * emptied (a link inside one is not a link), unless `keepCode` (a heading's text keeps them).
+ */
+function prose(markdown: string, keepCode = false): string {
   let fenced = false;
   return markdown
     .split('\n')
@@ -25,7 +28,8 @@ function prose(markdown: string): string {
         fenced = !fenced;
         return '';
       }
-      return fenced ? '' : line.replace(/`[^`\n]*`/g, '``');
+      if (fenced) return '';
+      return keepCode ? line : line.replace(/`[^`\n]*`/g, '``');
     })
     .join('\n');
 }
@@ -50,7 +54,7 @@ function slug(heading: string, seen = new Map<string, number>()): string {
 function anchors(markdown: string): Set<string> {
   const seen = new Map<string, number>();
   const found = new Set<string>();
-  for (const line of prose(markdown).split('\n')) {
+  for (const line of prose(markdown, true).split('\n')) {
     const heading = /^#{1,6}\s+(.*?)\s*#*\s*$/.exec(line);
     if (heading) found.add(slug(heading[1], seen));
     for (const match of line.matchAll(/\s(?:id|name)="([^"]+)"/g)) found.add(match[1]);
