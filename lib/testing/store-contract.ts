@@ -430,7 +430,8 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
       'notifies a watcher when a waited-on record completes (or says it cannot notify)',
       async () => {
         const k = key();
-        await claim(k, 'a');
+        // A lease that outlasts the watcher's set-up (a Cluster opens a subscriber connection).
+        await claim(k, 'a', 'fp', 60_000);
         const seen = signal();
         const unwatch = await store.watch(k, seen.fire);
         if (unwatch === undefined) return; // This store cannot notify: waiters get 409.
@@ -465,7 +466,8 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
       'notifies a watcher when a waited-on record is released, and only watchers still watching',
       async () => {
         const k = key();
-        await claim(k, 'a');
+        // A lease that outlasts the watcher's set-up (a Cluster opens a subscriber connection).
+        await claim(k, 'a', 'fp', 60_000);
         const [gone, stays] = [signal(), signal()];
         const unwatchGone = await store.watch(k, gone.fire);
         const unwatch = await store.watch(k, stays.fire);
