@@ -1,6 +1,6 @@
 import { CallHandler, ExecutionContext, Logger, RequestTimeoutException } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
-import { Observable } from 'rxjs';
+import { defer, Observable } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import {
@@ -69,22 +69,7 @@ export class ClaimedHandler {
     handled: () => void,
   ): Observable<unknown> {
     const values: unknown[] = [];
-    const outcome = this.execute(context, next, adapter, claim, values, handled);
-    // Nobody may be listening any more when the handler fails: that must not be unhandled.
-    outcome.catch(() => {});
-    return new Observable((subscriber) => {
-      outcome.then(
-        () => {
-          for (const value of values) subscriber.next(value);
-          subscriber.complete();
-        },
-        (error: unknown) => {
-          // What the handler emitted before failing still reaches the caller, as without us.
-          for (const value of values) subscriber.next(value);
-          subscriber.error(error);
-        },
-      );
-    });
+    return emitWhenSettled(this.execute(context, next, adapter, claim, values, handled), values);
   }
 
   /**
@@ -95,17 +80,12 @@ export class ClaimedHandler {
     const { transactional } = options;
     if (!transactional) return next.handle();
     const host = this.transactionHost(transactional);
-    return new Observable((subscriber) => {
+    return defer(() => {
       const values: unknown[] = [];
-      host
-        .withTransaction(() => collect(next.handle(), values))
-        .then(
-          () => {
-            for (const value of values) subscriber.next(value);
-            subscriber.complete();
-          },
-          (error: unknown) => subscriber.error(error),
-        );
+      return emitWhenSettled(
+        host.withTransaction(() => collect(next.handle(), values)),
+        values,
+      );
     });
   }
 
@@ -132,9 +112,11 @@ export class ClaimedHandler {
     const stopHeartbeat = this.calls.heartbeat(claim);
     const started = performance.now();
     let running = true;
+    /** The handler settled (or its transaction failed to begin): once, whichever path. */
     const ran = () => {
       if (!running) return;
       running = false;
+      handled();
       stopHeartbeat();
       timeRun(claim.cached, started);
     };
@@ -142,7 +124,6 @@ export class ClaimedHandler {
     try {
       if (!transactional) {
         await collect(next.handle(), values);
-        handled();
         ran();
         await this.recorder.success(context, adapter, claim, values);
         return;
@@ -152,7 +133,6 @@ export class ClaimedHandler {
       // handler's writes and the record commit together, or roll back together.
       await host.withTransaction(async () => {
         await collect(next.handle(), values);
-        handled();
         ran();
         const write: CompletionWrite = (owner, response) =>
           this.calls.completeInTransaction(host.tx, owner, response);
@@ -174,7 +154,6 @@ export class ClaimedHandler {
       });
       this.recorder.committed(claim);
     } catch (error) {
-      handled(); // also when the transaction failed to begin
       ran();
       if (error instanceof RollBack) {
         values.length = 0; // what was emitted was rolled back: none of it is sent
@@ -206,6 +185,28 @@ class NotStoredError extends Error {
         'was rolled back rather than committed without a record a retry would find',
     );
   }
+}
+
+/**
+ * What the handler emitted, once `outcome` settles, then completion or its error: on error too,
+ * what it emitted before failing reaches the caller, as without this module (a rollback empties
+ * `values` first). Nobody may be listening any more when it fails: that is never unhandled.
+ */
+function emitWhenSettled(outcome: Promise<unknown>, values: unknown[]): Observable<unknown> {
+  outcome.catch(() => {});
+  return new Observable((subscriber) => {
+    const emit = () => values.forEach((value) => subscriber.next(value));
+    outcome.then(
+      () => {
+        emit();
+        subscriber.complete();
+      },
+      (error: unknown) => {
+        emit();
+        subscriber.error(error);
+      },
+    );
+  });
 }
 
 /** Every value `source` emits, pushed onto `values`; resolves when it completes. */

@@ -44,7 +44,7 @@ import { StoreCalls } from './store-calls';
 const STORE_RETRY_AFTER_MS = 1_000;
 
 /** An idempotent route's request, as its events name it. */
-type RouteSource = EventSource & { options: ResolvedIdempotencyOptions };
+type RouteSource = EventSource & { options: ResolvedIdempotencyOptions; cached: Route | null };
 
 /** Requests (their contexts) an idempotency interceptor is handling (see `intercept`). */
 const handling = new WeakSet<ExecutionContext>();
@@ -113,7 +113,8 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.events.warnOnce(handler, `@Idempotent() has no effect here: ${unsupported}`);
       return next.handle();
     }
-    const source = { options, handler, route: this.routeOf(context, options, adapter, route) };
+    const identity = this.routeOf(context, options, adapter, route);
+    const source: RouteSource = { options, handler, route: identity, cached: route };
     handling.add(context);
     const done = () => void handling.delete(context);
     try {
@@ -143,14 +144,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
    * handler and message pattern; or the `keySpace` it shares), plus who the record belongs to:
    * the tenant `scope()` returns, else the request's authenticated principal (see the option
    * `scope`). Throws when a principal has no stable identity, rather than sharing its records.
+   * `route`: the route's identity, when the caller worked it out already.
    */
   protected getScope(
     context: ExecutionContext,
     handler: string,
     options: ResolvedIdempotencyOptions,
+    route = this.routeOf(context, options, this.getAdapter(context), this.routes.resolve(context)),
   ): string | Promise<string> {
-    const adapter = this.getAdapter(context);
-    const route = this.routeOf(context, options, adapter, this.routes.resolve(context));
     const { scope } = options;
     if (scope === 'public') return route;
     // A tenant (sync or async); none (undefined, null) falls back to the principal.
@@ -235,13 +236,12 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const header = !options.key && context.getType() === 'http';
     const key = parseIdempotencyKey(raw, options.maxKeyLength, header);
     this.serializers.check(context); // before anything runs or is stored
-    let scope = this.getScope(context, handler, options);
+    let scope = this.getScope(context, handler, options, source.route);
     if (isPromise(scope)) scope = await scope;
     const claim: RouteClaim = {
       ...source,
       key: recordKey(options.keyPrefix, scope, key),
       token: randomUUID(),
-      cached: this.routes.resolve(context),
     };
     let hash = this.identity.fingerprint(context, adapter, options, handler);
     if (isPromise(hash)) hash = await hash;

@@ -4,7 +4,7 @@ import { PATTERN_METADATA, respondsItself } from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { assertTransactionalReady } from './claimed-handler';
 import { controllers } from './outermost';
-import { routeOptions, staticIdentity } from './route-resolver';
+import { routeName, routeOptions, staticIdentity } from './route-resolver';
 
 /**
  * Checks at boot what would otherwise fail, or quietly misbehave, on the first request:
@@ -28,7 +28,7 @@ export function checkRoutes(
     for (const handler of handlers) {
       const route = routeOptions(reflector, options, metatype, handler);
       if (!route?.enabled) continue;
-      const name = `${(metatype as { name: string }).name}.${(handler as { name: string }).name}`;
+      const name = routeName(metatype, handler);
       if (route.transactional) {
         if (respondsItself(metatype, handler)) {
           throw new Error(

@@ -199,6 +199,12 @@ class FeaturesController {
     return { run };
   }
 
+  @Post('status-required')
+  @Idempotent({ statusHeader: true, required: true })
+  statusRequired() {
+    return { run: hit('status-required') };
+  }
+
   @Post('off')
   @Idempotent(false)
   off() {
@@ -511,6 +517,14 @@ describe.each(PLATFORMS)('route options on %s', (platform) => {
           [201, 'replayed'],
           [422, 'key-reused'],
           [400, 'key-invalid'],
+        ]);
+      });
+
+      it('says key-missing for a required key that is not sent', async () => {
+        const response = await post(url, '/features/status-required');
+        expect([response.status, response.headers.get('idempotency-status')]).toEqual([
+          400,
+          'key-missing',
         ]);
       });
 

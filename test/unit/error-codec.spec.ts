@@ -115,4 +115,20 @@ describe('stored errors', () => {
     expect(rebuilt).toMatchObject({ code: 'insufficient_funds', amount: 5, message: 'declined' });
     expect((rebuilt as Declined).request).toBeUndefined();
   });
+
+  it('rebuild an error matched through a listed parent class as that parent class', () => {
+    class DomainError extends Error {}
+    class CardDeclined extends DomainError {
+      readonly code = 'card_declined';
+    }
+    const matchers = [DomainError];
+    const stored = JSON.parse(
+      JSON.stringify(describeError(new CardDeclined('no'), 'http', matchers)),
+    ) as StoredError;
+    const rebuilt = rebuildError(stored, matchers, () => {
+      throw new Error('not called: no transport body');
+    });
+    expect(rebuilt).toBeInstanceOf(DomainError);
+    expect(rebuilt).toMatchObject({ code: 'card_declined', message: 'no' });
+  });
 });
