@@ -18,8 +18,10 @@ let warnedMemory = false;
  * auto-pipelining: the commands of every request handled in one event-loop turn leave in one
  * write. Socket writes to Redis were the largest item of a first execution's CPU profile (about
  * 38 µs a request without it); in paired bench rounds it raised first executions from 0.52x to
- * 0.59x of the baseline and replays from 0.77x to 0.88x. The offline queue is on only until the
- * first connection is ready (see {@link queueUntilFirstReady}).
+ * 0.59x of the baseline and replays from 0.77x to 0.88x. On one node the store's own scripts go
+ * around it, corking the socket for the turn instead (see `defineIdempotencyCommands`); a Cluster's
+ * go through it. The offline queue is on only until the first connection is ready (see
+ * {@link queueUntilFirstReady}).
  */
 const CLIENT_DEFAULTS = { maxRetriesPerRequest: 1, enableAutoPipelining: true };
 

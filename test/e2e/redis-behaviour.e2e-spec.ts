@@ -441,3 +441,50 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
     });
   });
 });
+
+describe('RedisIdempotencyStore sending its scripts on one node', () => {
+  const prefix = uniquePrefix('sending');
+  let client: Redis;
+  let store: RedisIdempotencyStore;
+  const claim = (key: string) =>
+    store.claim(key, { token: 'owner', fingerprint: 'fp', leaseMs: 60_000 });
+
+  beforeAll(async () => {
+    client = new Redis(testRedisUrl(), { keyPrefix: prefix });
+    await client.ping();
+    store = new RedisIdempotencyStore(client);
+  });
+
+  afterAll(async () => {
+    await deleteKeysUnder(inspectionClient(), prefix);
+    client.disconnect();
+  });
+
+  it('holds the commands of one event-loop turn, and sends them together when it ends', async () => {
+    const socket = client.stream;
+    const claims = Array.from({ length: 20 }, (_, i) => claim(`{turn-${i}}`));
+    // All 20 are buffered on the corked socket, none written yet.
+    expect(socket.writableCorked).toBe(1);
+    expect(socket.writableLength).toBeGreaterThan(20 * 40);
+    expect(await Promise.all(claims)).toEqual(claims.map(() => ({ status: 'claimed' })));
+    expect(socket.writableCorked).toBe(0);
+  });
+
+  it('puts the keys under the client’s keyPrefix', async () => {
+    await claim('{prefixed}');
+    expect(await inspectionClient().exists(`${prefix}{prefixed}`)).toBe(1);
+    expect(await inspectionClient().exists('{prefixed}')).toBe(0);
+  });
+
+  it('sends a command at once while the client is not ready (ioredis queues it)', async () => {
+    const fresh = new Redis(testRedisUrl(), { keyPrefix: prefix, lazyConnect: true });
+    try {
+      const late = new RedisIdempotencyStore(fresh);
+      const result = late.claim('{queued}', { token: 't', fingerprint: '', leaseMs: 60_000 });
+      expect(fresh.stream?.writableCorked ?? 0).toBe(0);
+      await expect(result).resolves.toEqual({ status: 'claimed' });
+    } finally {
+      fresh.disconnect();
+    }
+  });
+});

@@ -13,6 +13,21 @@ runIdempotencyStoreContract({
   keyPrefix: uniquePrefix('contract-single'),
 });
 
+// ioredis's own key prefix and auto-pipelining: the store sends its scripts itself on one node,
+// so the prefix must reach the keys, and the channels it watches, all the same.
+runIdempotencyStoreContract({
+  name: 'RedisIdempotencyStore through a client with keyPrefix and auto-pipelining',
+  createStore: () =>
+    new RedisIdempotencyStore(
+      new Redis(testRedisUrl(), {
+        keyPrefix: uniquePrefix('contract-client-prefix'),
+        enableAutoPipelining: true,
+      }),
+      { ownsClient: true },
+    ),
+  advanceTime: realTime,
+});
+
 let cluster: RedisClusterProcesses;
 
 runIdempotencyStoreContract({
