@@ -1,4 +1,5 @@
 import type { Cluster, Redis } from 'ioredis';
+import { isUtf8 } from 'node:buffer';
 import { once } from 'node:events';
 import {
   ClaimRequest,
@@ -101,7 +102,10 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     ttlMs: number,
   ): Promise<boolean> {
     const { meta, body } = response;
-    return (await this.commands.complete(key, token, meta, body, ttlMs, this.publish)) === 1;
+    // The same bytes as a string when they are UTF-8 (JSON and text are): ioredis writes a command
+    // of strings as one string, while a Buffer argument makes it copy the whole batch into a Buffer.
+    const value = isUtf8(body) ? body.toString('utf8') : body;
+    return (await this.commands.complete(key, token, meta, value, ttlMs, this.publish)) === 1;
   }
 
   async release(key: string, token: string): Promise<boolean> {
