@@ -9,7 +9,6 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { randomUUID } from 'node:crypto';
 import { finalize, Observable, tap } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import { HttpContextAdapter } from '../adapters/http-context.adapter';
@@ -26,7 +25,7 @@ import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { createOpenTelemetryMetrics } from '../observability/metrics';
 import { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
-import { parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
+import { ownerToken, parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { principalId, tenantId } from '../utils/principal';
 import { withTimeout } from '../utils/timeout';
@@ -196,7 +195,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
       options.keySpace,
       route,
       adapter?.routePattern?.(context),
-      routeName(context.getClass(), context.getHandler()),
+      route ? route.id : routeName(context.getClass(), context.getHandler()),
     );
   }
 
@@ -241,7 +240,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const claim: RouteClaim = {
       ...source,
       key: recordKey(options.keyPrefix, scope, key),
-      token: randomUUID(),
+      token: ownerToken(),
     };
     let hash = this.identity.fingerprint(context, adapter, options, handler);
     if (isPromise(hash)) hash = await hash;

@@ -1,4 +1,4 @@
-import { hash as sha256 } from 'node:crypto';
+import { randomBytes, hash as sha256 } from 'node:crypto';
 import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 
 /** Printable ASCII (space to tilde): what an RFC 8941 sf-string may hold. */
@@ -149,4 +149,17 @@ export function recordScope(
  */
 export function recordKey(prefix: string, scope: string, key: string): string {
   return `${prefix}{${hash(scope, key)}}`;
+}
+
+/** This process's part of every owner token: 96 random bits. */
+const TOKEN_PREFIX = randomBytes(12).toString('base64url');
+let tokens = 0;
+
+/**
+ * A new owner token: this process's random prefix and a counter, so tokens are unique across
+ * processes and restarts without a random draw per request. A token fences a claim; it is never
+ * sent to a client.
+ */
+export function ownerToken(): string {
+  return TOKEN_PREFIX + (++tokens).toString(36);
 }

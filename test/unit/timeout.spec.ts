@@ -34,3 +34,49 @@ describe('withTimeout', () => {
     expect(unhandled).not.toHaveBeenCalled();
   });
 });
+
+describe('withTimeout, many calls at once', () => {
+  beforeEach(() => jest.useFakeTimers({ doNotFake: ['setImmediate'] }));
+  afterEach(() => jest.useRealTimers());
+
+  const never = () => new Promise<never>(() => {});
+
+  it('shares one timer among the calls of one length, each expiring at its own deadline', async () => {
+    const first = withTimeout(never(), 1_000, () => new Error('first'));
+    first.catch(() => {});
+    jest.advanceTimersByTime(400);
+    const second = withTimeout(never(), 1_000, () => new Error('second'));
+    second.catch(() => {});
+    expect(jest.getTimerCount()).toBe(1);
+    jest.advanceTimersByTime(600);
+    await expect(first).rejects.toThrow('first');
+    let late = false;
+    second.catch(() => (late = true));
+    await Promise.resolve();
+    expect(late).toBe(false);
+    jest.advanceTimersByTime(400);
+    await expect(second).rejects.toThrow('second');
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  it('keeps the timer while a call is pending, and leaves none once all settled', async () => {
+    let answer!: (value: number) => void;
+    const slow = withTimeout(new Promise<number>((r) => (answer = r)), 1_000, () => new Error('x'));
+    const quick = withTimeout(Promise.resolve(1), 1_000, () => new Error('y'));
+    await expect(quick).resolves.toBe(1);
+    expect(jest.getTimerCount()).toBe(1);
+    answer(2);
+    await expect(slow).resolves.toBe(2);
+    expect(jest.getTimerCount()).toBe(0);
+  });
+
+  it('gives calls of other lengths their own deadlines', async () => {
+    const long = withTimeout(never(), 5_000, () => new Error('long'));
+    const short = withTimeout(never(), 100, () => new Error('short'));
+    long.catch(() => {});
+    jest.advanceTimersByTime(100);
+    await expect(short).rejects.toThrow('short');
+    jest.advanceTimersByTime(4_900);
+    await expect(long).rejects.toThrow('long');
+  });
+});
