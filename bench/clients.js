@@ -2,13 +2,16 @@
 // ioredis (this library's client; with and without auto-pipelining) and node-redis 4 (the peer's,
 // from bench/peer). Runs GET of a small value and EVALSHA of lua/claim-1.lua on a key that holds
 // a completed record (the replay path), 20 concurrent callers, on a private redis-server; prints
-// the median of 5 rounds. Run bench/run.js once first (it installs bench/peer).
+// the median of 5 rounds. The claim is also sent the way this library's Redis store sends it on
+// one node (its script on a socket corked for the event-loop turn; from dist/). Run bench/run.js
+// once first (it builds dist/ and installs bench/peer).
 const { spawn } = require('node:child_process');
 const { readFileSync } = require('node:fs');
 const { createServer } = require('node:net');
 const { join } = require('node:path');
 const Redis = require('ioredis').default;
 const { createClient } = require(join(__dirname, 'peer', 'node_modules', 'redis'));
+const { defineIdempotencyCommands } = require('../dist/stores/redis-scripts');
 
 const CALLERS = 20;
 const COMMANDS = 30_000;
@@ -65,12 +68,16 @@ async function main() {
   );
   await plain.set('small', 'x'.repeat(200));
   const claim = ['record', 'token', 'fp', '60000', '0'];
+  const direct = new Redis(url);
+  await direct.ping();
+  const library = defineIdempotencyCommands(direct);
   const cases = {
     'GET, ioredis': () => plain.get('small'),
     'GET, ioredis auto-pipelining': () => pipelined.get('small'),
     'GET, node-redis': () => nodeRedis.get('small'),
     'EVALSHA claim, ioredis': () => plain.evalshaBuffer(sha, 1, ...claim),
     'EVALSHA claim, ioredis auto-pipelining': () => pipelined.evalshaBuffer(sha, 1, ...claim),
+    'EVALSHA claim, this library (corked)': () => library.claim(...claim),
     'EVALSHA claim, node-redis': () => nodeRedis.evalSha(sha, { keys: [claim[0]], arguments: claim.slice(1) }),
   };
   const samples = {};
@@ -82,7 +89,7 @@ async function main() {
     const sorted = values.sort((a, b) => a - b);
     console.log(`  ${name.padEnd(40)} ${sorted[Math.floor(ROUNDS / 2)].toFixed(1).padStart(6)}`);
   }
-  await Promise.all([pipelined.quit(), plain.quit(), nodeRedis.quit()]);
+  await Promise.all([pipelined.quit(), plain.quit(), direct.quit(), nodeRedis.quit()]);
   server.kill();
 }
 
