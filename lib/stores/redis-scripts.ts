@@ -1,5 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+// Node's own, which a test's fake timers (they patch the global) leave alone: corked commands
+// must leave whatever the clock does.
+import { setImmediate } from 'node:timers';
 import type { Cluster, Redis } from 'ioredis';
 import { packageFolder } from '../utils/load-optional';
 

@@ -470,6 +470,15 @@ describe('RedisIdempotencyStore sending its scripts on one node', () => {
     expect(socket.writableCorked).toBe(0);
   });
 
+  it('sends the turn’s commands while a test fakes the timers', async () => {
+    jest.useFakeTimers();
+    try {
+      await expect(claim('{fake-timers}')).resolves.toEqual({ status: 'claimed' });
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
   it('puts the keys under the client’s keyPrefix', async () => {
     await claim('{prefixed}');
     expect(await inspectionClient().exists(`${prefix}{prefixed}`)).toBe(1);
