@@ -8,7 +8,8 @@ const { services } = require('./jest.shared');
 module.exports = {
   ...services,
   roots: ['<rootDir>/test/e2e'],
-  testRegex: '(redis-store\\.contract|wait-mode|redis-behaviour|redis-operator)\\.e2e-spec\\.ts$',
+  testRegex:
+    '(redis-store\\.contract|wait-mode|redis-behaviour|redis-operator|attack-redis-send)\\.e2e-spec\\.ts$',
   moduleNameMapper: { ...services.moduleNameMapper, '^ioredis$': 'ioredis5' },
   testTimeout,
   forceExit,
