@@ -10,7 +10,6 @@ interface Deadline {
  * expire in; one timer, set for the first of them.
  */
 interface DeadlineQueue {
-  ms: number;
   pending: Set<Deadline>;
   timer?: NodeJS.Timeout;
 }
@@ -30,7 +29,7 @@ export function withTimeout<T>(
 ): Promise<T> {
   return new Promise<T>((resolve, reject) => {
     let queue = queues.get(ms);
-    if (!queue) queues.set(ms, (queue = { ms, pending: new Set() }));
+    if (!queue) queues.set(ms, (queue = { pending: new Set() }));
     const deadline: Deadline = { due: performance.now() + ms, expire: () => reject(onTimeout()) };
     queue.pending.add(deadline);
     queue.timer ??= setTimeout(fire, ms, queue);
