@@ -44,5 +44,5 @@ module.exports = {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
   testTimeout: 30_000,
-  forceExit: process.env.CI === 'true',
+  forceExit: true,
 };

@@ -445,19 +445,22 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
 describe('RedisIdempotencyStore sending its scripts on one node', () => {
   const prefix = uniquePrefix('sending');
   let client: Redis;
+  let inspect: Redis;
   let store: RedisIdempotencyStore;
   const claim = (key: string) =>
     store.claim(key, { token: 'owner', fingerprint: 'fp', leaseMs: 60_000 });
 
   beforeAll(async () => {
     client = new Redis(testRedisUrl(), { keyPrefix: prefix });
+    inspect = inspectionClient();
     await client.ping();
     store = new RedisIdempotencyStore(client);
   });
 
   afterAll(async () => {
-    await deleteKeysUnder(inspectionClient(), prefix);
+    await deleteKeysUnder(inspect, prefix);
     client.disconnect();
+    inspect.disconnect();
   });
 
   it('holds the commands of one event-loop turn, and sends them together when it ends', async () => {
@@ -481,8 +484,8 @@ describe('RedisIdempotencyStore sending its scripts on one node', () => {
 
   it('puts the keys under the client’s keyPrefix', async () => {
     await claim('{prefixed}');
-    expect(await inspectionClient().exists(`${prefix}{prefixed}`)).toBe(1);
-    expect(await inspectionClient().exists('{prefixed}')).toBe(0);
+    expect(await inspect.exists(`${prefix}{prefixed}`)).toBe(1);
+    expect(await inspect.exists('{prefixed}')).toBe(0);
   });
 
   it('sends a command at once while the client is not ready (ioredis queues it)', async () => {
