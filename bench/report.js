@@ -21,6 +21,8 @@ const HANDLERS = { trivial: 'trivial', io: '~5 ms I/O' };
 const lines = [];
 const out = (line = '') => lines.push(line);
 
+// A stable anchor: the heading's own changes with every run.
+out('<a id="results"></a>\n');
 out(`## Results: the run of ${r.date.slice(0, 10)} (commit ${v.commit})`);
 out();
 out(
