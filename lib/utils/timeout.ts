@@ -14,8 +14,8 @@ interface Deadline {
  *
  * A linked list whose nodes let go of each other and of their call when they leave it, rather
  * than a Set: a Set churned by every store call kept the requests it had held reachable past
- * young-generation collections, which then copied and promoted them (the bench's replay promoted
- * 1.2 MB per scavenge through it, against none with this list).
+ * young-generation collections, which then copied and promoted them (in the bench's replay 1.27 MB
+ * per scavenge, against 3 KB with this list).
  */
 interface DeadlineQueue {
   head: Deadline | null;
