@@ -51,6 +51,16 @@ afterAll(async () => {
   await Promise.all(servers.map((s) => s.stop().catch(() => undefined)));
 });
 
+/** Deletes a suite's keys through an inspection client of its own, closed whatever happens. */
+async function dropKeys(prefix: string): Promise<void> {
+  const inspector = inspectionClient();
+  try {
+    await deleteKeysUnder(inspector, prefix);
+  } finally {
+    inspector.disconnect();
+  }
+}
+
 async function privateServer(port?: number): Promise<RedisProcess> {
   const server = await startRedisServer(port === undefined ? {} : { port });
   servers.push(server);
@@ -71,9 +81,7 @@ describe('shared Redis: values through the corked direct path', () => {
 
   afterAll(async () => {
     await store.close();
-    const inspector = inspectionClient();
-    await deleteKeysUnder(inspector, prefix);
-    inspector.disconnect();
+    await dropKeys(prefix);
   });
 
   it('2 000 claims in one turn, each key twice: the first claims, the second sees in_progress', async () => {
@@ -216,9 +224,7 @@ describe('user commands interleaved in the same turn on an auto-pipelining clien
   });
 
   afterAll(async () => {
-    const inspector = inspectionClient();
-    await deleteKeysUnder(inspector, prefix);
-    inspector.disconnect();
+    await dropKeys(prefix);
   });
 
   it('never mismatches replies between the store and the user (GET/SET/INCR/user scripts)', async () => {
@@ -281,9 +287,7 @@ describe('client options', () => {
   const prefix = uniquePrefix('attack-send-opt');
 
   afterAll(async () => {
-    const inspector = inspectionClient();
-    await deleteKeysUnder(inspector, prefix);
-    inspector.disconnect();
+    await dropKeys(prefix);
   });
 
   it('enableOfflineQueue: false, ready: 200 claims in one turn all succeed', async () => {
@@ -596,9 +600,7 @@ describe('dropped connections and dead servers', () => {
 describe('more turns', () => {
   const prefix = uniquePrefix('attack-send-more');
   afterAll(async () => {
-    const inspector = inspectionClient();
-    await deleteKeysUnder(inspector, prefix);
-    inspector.disconnect();
+    await dropKeys(prefix);
   });
 
   it('under jest modern fake timers (all faked) a claim still leaves and resolves', async () => {
