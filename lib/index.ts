@@ -18,6 +18,6 @@ export type {
 } from './idempotency.module-definition';
 export type { IdempotencyContextAdapter, IdempotencyOutcome } from './adapters/context-adapter';
 export type { ResponseSnapshot } from './utils/response-codec';
-export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS } from './utils/principal';
+export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS, requestPrincipal } from './utils/principal';
 export { IdempotencySerializerError } from './interceptors/serializers';
 export { rmqManualAck } from './microservices/rmq-manual-ack';

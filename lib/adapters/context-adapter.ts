@@ -29,8 +29,8 @@ export interface IdempotencyContextAdapter {
   readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown;
 
   /**
-   * The request's authenticated principal (HTTP: `request.user`), which records are scoped to by
-   * default, or undefined when it has none. Optional: transports without one leave it out.
+   * The request's authenticated principal (HTTP: `request.user`, else `request.raw.user`, see
+   * `requestPrincipal`), which records are scoped to by default, or undefined when it has none. Optional: transports without one leave it out.
    */
   principal?(context: ExecutionContext): unknown;
 

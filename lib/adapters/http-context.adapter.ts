@@ -17,6 +17,7 @@ import {
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
+import { requestPrincipal } from '../utils/principal';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import { respondsItself, SSE_METADATA } from '../utils/nest-metadata';
 import type { IdempotencyContextAdapter, IdempotencyOutcome } from './context-adapter';
@@ -42,7 +43,6 @@ interface HttpRequestLike {
   rawHeaders?: string[];
   raw?: { rawHeaders?: string[] };
   body?: unknown;
-  user?: unknown;
   /** Express: the route that matched. */
   route?: { path?: unknown };
   /** Fastify: the route that matched. */
@@ -84,7 +84,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
   }
 
   principal(context: ExecutionContext): unknown {
-    return context.switchToHttp().getRequest<HttpRequestLike>().user;
+    return requestPrincipal(context.switchToHttp().getRequest<HttpRequestLike>());
   }
 
   fingerprint(context: ExecutionContext): string {

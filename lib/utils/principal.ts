@@ -6,6 +6,21 @@
 export const PRINCIPAL_ID_FIELDS = ['id', 'sub', 'userId', '_id'] as const;
 
 /**
+ * The authenticated principal of an HTTP request, or undefined: `request.user`, else
+ * `request.raw.user`. On Fastify, a Nest middleware gets the raw Node request, so a middleware that
+ * sets `req.user` (as Passport's does) sets it there, not on the Fastify request that guards,
+ * interceptors and handlers see; reading one place only would find no principal and share the
+ * caller's records with every other caller. Adapters of other entry points (GraphQL's request
+ * in its context) read it the same way.
+ */
+export function requestPrincipal(request: unknown): unknown {
+  if (typeof request !== 'object' || request === null) return undefined;
+  const { user, raw } = request as { user?: unknown; raw?: { user?: unknown } | null };
+  if (user !== undefined && user !== null) return user;
+  return typeof raw === 'object' && raw !== null && raw !== request ? raw.user : user;
+}
+
+/**
  * Thrown when a request carries a principal that none of {@link PRINCIPAL_ID_FIELDS} identifies:
  * scoping it globally instead would let its records be replayed to other callers. A server
  * misconfiguration (Nest answers 500 and logs it), never a client error.

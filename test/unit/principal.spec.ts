@@ -1,4 +1,9 @@
-import { IdempotencyScopeError, principalId, tenantId } from '../../lib/utils/principal';
+import {
+  IdempotencyScopeError,
+  principalId,
+  requestPrincipal,
+  tenantId,
+} from '../../lib/utils/principal';
 
 describe('principalId', () => {
   it('is undefined without a principal', () => {
@@ -51,5 +56,20 @@ describe('tenantId', () => {
     for (const nobody of ['', {}, { plan: 'pro' }, [], true, Promise.resolve('a')]) {
       expect(() => tenantId(nobody, 'H.m')).toThrow(IdempotencyScopeError);
     }
+  });
+});
+
+describe('requestPrincipal', () => {
+  it('reads request.user, else the raw request user a Fastify middleware set', () => {
+    expect(requestPrincipal({ user: { id: 1 } })).toEqual({ id: 1 });
+    expect(requestPrincipal({ raw: { user: { id: 2 } } })).toEqual({ id: 2 });
+    expect(requestPrincipal({ user: { id: 1 }, raw: { user: { id: 2 } } })).toEqual({ id: 1 });
+    expect(requestPrincipal({ user: null, raw: { user: { id: 2 } } })).toEqual({ id: 2 });
+  });
+
+  it('is undefined without one, or without a request', () => {
+    expect(requestPrincipal({ headers: {} })).toBeUndefined();
+    expect(requestPrincipal({ raw: null })).toBeUndefined();
+    expect(requestPrincipal(undefined)).toBeUndefined();
   });
 });
