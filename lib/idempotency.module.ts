@@ -1,4 +1,5 @@
 import {
+  DynamicModule,
   Inject,
   Logger,
   Module,
@@ -8,14 +9,22 @@ import {
 } from '@nestjs/common';
 import { ModuleRef, ModulesContainer } from '@nestjs/core';
 import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
-import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
+import {
+  ConfigurableModuleClass,
+  MODULE_OPTIONS_TOKEN,
+  type IdempotencyModuleRootOptions,
+} from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
 import { IdempotencyRecords } from './services/idempotency-records.service';
 import { hoistInterceptor } from './interceptors/outermost';
 import { checkRoutes } from './interceptors/route-checks';
 import { createStore, waitUntilReady } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
-import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/options';
+import {
+  assertOptionsObject,
+  resolveModuleOptions,
+  type ResolvedModuleOptions,
+} from './utils/options';
 
 /**
  * Provides the idempotency store and the options that `@Idempotent()` routes (bound to
@@ -51,6 +60,15 @@ export class IdempotencyModule
   implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown
 {
   private readonly logger = new Logger('Idempotency');
+
+  /**
+   * Registers the module with `options` (validated at bootstrap); without an argument, with every
+   * default (the in-memory store: see `allowInMemoryStorage`).
+   */
+  static override forRoot(options: IdempotencyModuleRootOptions = {}): DynamicModule {
+    assertOptionsObject(options, 'forRoot');
+    return super.forRoot(options);
+  }
 
   constructor(
     @Inject(IDEMPOTENCY_OPTIONS)

@@ -20,14 +20,17 @@ export interface IdempotencyOptions {
   enabled?: boolean;
   /** Request header that carries the key. Default: `'Idempotency-Key'`. */
   headerName?: string;
-  /** How long a completed response is kept and replayed, in milliseconds. Default: 86 400 000 (24 h). */
-  ttl?: number;
   /**
-   * The in-progress lease, in milliseconds. While the handler runs, the lease is renewed every
+   * How long a completed response is kept and replayed: milliseconds, or a duration string
+   * (`'24h'`, see {@link IdempotencyDuration}). Default: 86 400 000 (24 h).
+   */
+  ttl?: IdempotencyDuration;
+  /**
+   * The in-progress lease, in milliseconds or a duration string (`'30s'`). While the handler runs, the lease is renewed every
    * third of it (heartbeat); if the process dies, the key becomes claimable again after at most
    * this long. Default: 30 000 (30 s).
    */
-  lockTtl?: number;
+  lockTtl?: IdempotencyDuration;
   /** Reject requests without a key with 400 instead of running them unprotected. Default: false. */
   required?: boolean;
   /**
@@ -138,10 +141,10 @@ export interface IdempotencyOptions {
   /** Prefix of every store key. Default: `'idempotency:'`. */
   keyPrefix?: string;
   /**
-   * Longest wait for one store call, in milliseconds. A claim that times out fails closed (503);
+   * Longest wait for one store call, in milliseconds or a duration string (`'2s'`). A claim that times out fails closed (503);
    * a completion that times out is logged. Default: 2 000.
    */
-  storeTimeout?: number;
+  storeTimeout?: IdempotencyDuration;
   /**
    * What a duplicate gets while the first request with its key is still running: `'reject'`
    * answers 409 with Retry-After; `'wait'` holds the duplicate until the first one finishes and
@@ -153,11 +156,12 @@ export interface IdempotencyOptions {
    */
   onConflict?: 'reject' | 'wait';
   /**
-   * Longest a duplicate waits with `onConflict: 'wait'`, in milliseconds, before it is refused as
+   * Longest a duplicate waits with `onConflict: 'wait'`, in milliseconds or a duration string
+   * (`'10s'`), before it is refused as
    * in progress. Default: 10 000; on `@EventPattern` handlers, no limit: a duplicate event waits
    * until the first completes (skipped), fails or its lease runs out (then it runs).
    */
-  waitTimeout?: number;
+  waitTimeout?: IdempotencyDuration;
   /**
    * Compresses stored bodies of at least `threshold` bytes with node:zlib; replays decompress
    * them transparently. `false` stores bodies as they are. Default: brotli (quality 5) from 1 KiB.
@@ -170,6 +174,16 @@ export interface IdempotencyOptions {
    */
   problemDetails?: boolean | { typeBaseUri: string };
 }
+
+/**
+ * A duration: milliseconds (a number), or a string of a number and a unit: `'500ms'`, `'30s'`,
+ * `'2m'`, `'24h'`, `'1d'` (fractions allowed: `'1.5s'`; digits alone are milliseconds, as
+ * environment variables give them). Any other string fails boot, naming the option.
+ */
+export type IdempotencyDuration = number | string;
+
+/** Options that take an {@link IdempotencyDuration}; resolved to milliseconds at boot. */
+export type IdempotencyDurationOption = 'ttl' | 'lockTtl' | 'storeTimeout' | 'waitTimeout';
 
 /** What a `key` function returns: a key, or `undefined` (or `null`) for none. */
 export type IdempotencyKeyValue = string | number | bigint | undefined | null;
@@ -223,6 +237,13 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
   postgres?: string | Pool | IdempotencyPostgresConfig;
   /** Any store implementation; takes precedence over `redis`. Never closed by the module. */
   store?: IdempotencyStore;
+  /**
+   * Lets the in-memory store run with `NODE_ENV=production`. Without `redis`, `postgres` or
+   * `store` the module uses the in-memory store, whose records live in one process: a retry that
+   * reaches another instance runs the handler again. In production that refuses to boot unless
+   * this is `true` (a single instance, a preview environment). Default: false.
+   */
+  allowInMemoryStorage?: boolean;
   /** Receives every outcome (claimed, replayed, conflict, ...); keys are hashed, never raw. */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
@@ -250,6 +271,9 @@ export interface IdempotencyModuleExtras {
 type OptionalHooks = 'key' | 'scope' | 'onReplay' | 'onReject' | 'keySpace';
 
 /** Route options with every default filled in. */
-export type ResolvedIdempotencyOptions = Required<Omit<IdempotencyOptions, OptionalHooks>> &
+export type ResolvedIdempotencyOptions = Required<
+  Omit<IdempotencyOptions, OptionalHooks | IdempotencyDurationOption>
+> &
+  Record<IdempotencyDurationOption, number> &
   Pick<IdempotencyOptions, OptionalHooks> &
   Pick<IdempotencyModuleOptions, 'onEvent'>;

@@ -34,7 +34,7 @@ const POOL_DEFAULTS: PoolConfig = { keepAlive: true, application_name: 'nestjs-i
 
 /**
  * Builds the store the module options ask for: `store`, else `redis` or `postgres`, else the
- * memory store.
+ * memory store, which it refuses with `NODE_ENV=production` unless `allowInMemoryStorage` is set.
  */
 export function createStore(options: ResolvedModuleOptions): IdempotencyStore {
   if (options.store) return options.store;
@@ -44,6 +44,15 @@ export function createStore(options: ResolvedModuleOptions): IdempotencyStore {
   }
   if (options.postgres !== undefined) {
     return createPostgresStore(options.postgres, options.storeTimeout);
+  }
+  if (process.env.NODE_ENV === 'production' && options.allowInMemoryStorage !== true) {
+    throw new Error(
+      'IdempotencyModule: NODE_ENV is production and no `redis`, `postgres` or `store` is ' +
+        'configured. The in-memory store keeps records in this process only, so a retry that ' +
+        'reaches another instance (or this one after a restart) runs the handler again. ' +
+        'Configure `redis`, `postgres` or `store`, or set `allowInMemoryStorage: true` to run ' +
+        'it anyway (a single instance, a preview environment).',
+    );
   }
   if (!warnedMemory) {
     warnedMemory = true;

@@ -4,11 +4,13 @@ import {
   REPLAYED_HEADER,
 } from '../idempotency.constants';
 import type {
+  IdempotencyDurationOption,
   IdempotencyModuleOptions,
   IdempotencyOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { checkPostgresOption } from '../stores/postgres-options';
+import { parseDuration } from './duration';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -36,6 +38,21 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
 const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
 const LEVELS: Record<string, [number, number]> = { brotli: [0, 11], gzip: [1, 9], deflate: [1, 9] };
 
+/**
+ * Options that take a duration: milliseconds, or a string such as `'30s'` (see
+ * {@link parseDuration}), turned into milliseconds here, once, wherever options enter.
+ */
+export const DURATION_OPTIONS: readonly IdempotencyDurationOption[] = [
+  'ttl',
+  'lockTtl',
+  'storeTimeout',
+  'waitTimeout',
+];
+
+/** Options with their durations in milliseconds. */
+export type WithDurations<T> = Omit<T, IdempotencyDurationOption> &
+  Partial<Record<IdempotencyDurationOption, number>>;
+
 /** Options that are positive whole numbers (milliseconds, bytes or characters). */
 const COUNTS = [
   'ttl',
@@ -62,12 +79,17 @@ const RESERVED_STATUS_HEADERS = new Set([
 
 /**
  * Checks options set in `forRoot()` or `@Idempotent()` and throws a clear error at bootstrap (or
- * when the decorator is evaluated) instead of misbehaving on the first request.
+ * when the decorator is evaluated) instead of misbehaving on the first request. Returns a copy
+ * with every duration in milliseconds.
  */
-export function validateOptions<T extends IdempotencyOptions>(options: T, where: string): T {
+export function validateOptions<T extends IdempotencyOptions>(
+  given: T,
+  where: string,
+): WithDurations<T> {
   const fail = (message: string): never => {
     throw new TypeError(`${where}: ${message}`);
   };
+  const options = resolveDurations(given, fail);
   for (const name of COUNTS) {
     const value = options[name];
     if (value !== undefined && !(Number.isSafeInteger(value) && value > 0)) {
@@ -181,6 +203,24 @@ export function validateOptions<T extends IdempotencyOptions>(options: T, where:
   return options;
 }
 
+/** A copy of `options` with each duration string turned into milliseconds. */
+function resolveDurations<T extends IdempotencyOptions>(
+  options: T,
+  fail: (message: string) => never,
+): WithDurations<T> {
+  const resolved = { ...options } as WithDurations<T>;
+  for (const name of DURATION_OPTIONS) {
+    const value = options[name];
+    if (typeof value !== 'string') continue;
+    try {
+      resolved[name] = parseDuration(value, name);
+    } catch (error) {
+      fail((error as Error).message);
+    }
+  }
+  return resolved;
+}
+
 function validateCompression(
   compression: IdempotencyOptions['compression'],
   fail: (message: string) => never,
@@ -238,6 +278,30 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
   if (options.metrics !== undefined && typeof options.metrics !== 'boolean') {
     fail(`metrics must be a boolean, got ${typeof options.metrics}`);
   }
+  const { allowInMemoryStorage } = options;
+  if (allowInMemoryStorage !== undefined && typeof allowInMemoryStorage !== 'boolean') {
+    fail(`allowInMemoryStorage must be a boolean, got ${typeof allowInMemoryStorage}`);
+  }
+}
+
+/**
+ * Throws unless `options` is an options object: what `forRootAsync`'s factory returned (its
+ * result is not type-checked when it comes from configuration), or a JavaScript caller's
+ * `forRoot` argument. Left alone, `undefined` or `null` failed with a TypeError deep in the
+ * module, and a string (a Redis URL returned by mistake) silently gave the in-memory store.
+ */
+export function assertOptionsObject(options: unknown, where: 'forRoot' | 'forRootAsync'): void {
+  if (typeof options === 'object' && options !== null && !Array.isArray(options)) return;
+  const got = Array.isArray(options)
+    ? 'an array'
+    : typeof options === 'string'
+      ? JSON.stringify(options)
+      : String(options);
+  const what = where === 'forRoot' ? 'was given' : 'factory returned';
+  throw new TypeError(
+    `IdempotencyModule.${where}: the options ${what} ${got}; it must return an options object, ` +
+      `e.g. { redis: 'redis://...' } ({} for the defaults)`,
+  );
 }
 
 /**
@@ -254,8 +318,10 @@ export type ResolvedModuleOptions = ResolvedIdempotencyOptions &
   };
 
 /** Validates the module options and fills in every default. */
-export function resolveModuleOptions(options: IdempotencyModuleOptions): ResolvedModuleOptions {
-  validateOptions(options, 'IdempotencyModule');
+export function resolveModuleOptions(given: IdempotencyModuleOptions): ResolvedModuleOptions {
+  // forRoot() checks its argument itself: what reaches here unchecked came from a factory.
+  assertOptionsObject(given, 'forRootAsync');
+  const options = validateOptions(given, 'IdempotencyModule');
   validateModuleOptions(options);
   const eventDefaults = Object.fromEntries(
     Object.entries(EVENT_DEFAULTS).filter(
