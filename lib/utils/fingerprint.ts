@@ -3,6 +3,8 @@ import { digest } from './key';
 /** An object or array being walked, and where the walk is in it. */
 interface Frame {
   value: object;
+  /** The object cycles are detected by: `value`, or the Map or Set whose items `value` lists. */
+  origin: object;
   /** Sorted keys of an object (holding defined values); null for an array. */
   keys: string[] | null;
   next: number;
@@ -13,12 +15,49 @@ interface Frame {
 /** Every how many levels an object on the path joins the set of objects cycles are found by. */
 const CHECKPOINT_EVERY = 64;
 
+/** Whether every item is a string, or every item a number: an order that is the same everywhere. */
+function sortable(items: unknown[]): 'string' | 'number' | undefined {
+  const type = typeof items[0];
+  if (type !== 'string' && type !== 'number') return undefined;
+  for (const item of items) {
+    // NaN compares with nothing, so it would leave the order to the insertion order.
+    if (typeof item !== type || Number.isNaN(item)) return undefined;
+  }
+  return type;
+}
+
+/** `a` before `b` in a sortable list (numbers by value, strings by UTF-16 code units). */
+function compare(a: string | number, b: string | number): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/**
+ * The items of a Map (key, value, key, value...) or a Set, in a deterministic order where one
+ * exists: sorted when every key (Map) or item (Set) is a string, or every one a number, so that
+ * insertion order does not matter, as for an object's keys. Otherwise (object keys, mixed types)
+ * in insertion order: two Sets with the same objects inserted in another order differ, which
+ * errs towards `422`, never towards replaying another payload's response.
+ */
+function itemsOf(collection: Map<unknown, unknown> | Set<unknown>): unknown[] {
+  if (collection instanceof Set) {
+    const items = [...collection];
+    if (sortable(items)) items.sort((a, b) => compare(a as string, b as string));
+    return items;
+  }
+  const entries = [...collection.entries()];
+  if (sortable(entries.map(([key]) => key))) {
+    entries.sort(([a], [b]) => compare(a as string, b as string));
+  }
+  return entries.flat(1);
+}
+
 /**
  * A stable hash of a request: its parts (method, URL, pattern...) and a canonical form of its
  * payload. Object keys are sorted, so key order never matters; every value is self-delimiting
  * (type tag, then a length or terminator), so `"1"` and `1` differ and no two payloads share a
  * form; a property holding undefined is the same as no property, as in JSON; Buffers and typed
- * arrays count as their bytes. Iterative, so a deeply nested hostile body cannot overflow the
+ * arrays count as their bytes; a Map by its entries and a Set by its items, sorted where every key
+ * (item) is a string or every one a number (else in insertion order). Iterative, so a deeply nested hostile body cannot overflow the
  * stack, and cycle-safe (RPC payloads can be object graphs). One frame per object or array and
  * none per primitive, so its cost stays within a few times that of parsing the body; the form is
  * built as one string and hashed once. Throws a RangeError once the form outgrows `maxLength`
@@ -33,10 +72,10 @@ export function fingerprint(parts: string[], payload: unknown, maxLength = Infin
   // path, so it reaches such an object again within one turn; adding every level's object (an
   // identity hash each) tripled the cost of a deeply nested body.
   const open = new Set<object>();
-  const enter = (value: object, keys: string[] | null) => {
+  const enter = (value: object, keys: string[] | null, origin = value) => {
     const tracked = frames.length % CHECKPOINT_EVERY === 0;
-    if (tracked) open.add(value);
-    frames.push({ value, keys, next: 0, tracked });
+    if (tracked) open.add(origin);
+    frames.push({ value, origin, keys, next: 0, tracked });
   };
   let value = payload;
   for (;;) {
@@ -47,6 +86,11 @@ export function fingerprint(parts: string[], payload: unknown, maxLength = Infin
     } else if (Buffer.isBuffer(value) || value instanceof Uint8Array) {
       const bytes = Buffer.from(value.buffer, value.byteOffset, value.byteLength);
       out += `b${value.byteLength}:${bytes.toString('base64')}`;
+    } else if (value instanceof Map || value instanceof Set) {
+      // Tagged apart from arrays and objects; by content: they have no own enumerable keys, so
+      // as objects every Map (and every Set) had one form, and a changed payload replayed.
+      out += value instanceof Map ? `M${value.size}[` : `S${value.size}[`;
+      enter(itemsOf(value), null, value);
     } else if (value instanceof Date) {
       out += `d${Number.isNaN(value.getTime()) ? 'invalid' : value.toISOString()};`;
     } else if (Array.isArray(value)) {
@@ -94,7 +138,7 @@ export function fingerprint(parts: string[], payload: unknown, maxLength = Infin
         if (found) continue;
       }
       out += frame.keys === null ? ']' : '}';
-      if (frame.tracked) open.delete(frame.value);
+      if (frame.tracked) open.delete(frame.origin);
       frames.pop();
     }
     if (!found) break;

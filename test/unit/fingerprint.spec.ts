@@ -124,3 +124,66 @@ describe('fingerprint of hostile text', () => {
     expect(fingerprint([], big)).toHaveLength(22);
   });
 });
+
+describe('fingerprint of Maps and Sets', () => {
+  const of = (payload: unknown) => fingerprint(['RPC', 'pay'], payload);
+
+  it('tells Maps (and Sets) with other content apart', () => {
+    expect(of(new Map([['amount', 100]]))).not.toBe(of(new Map([['amount', 200]])));
+    expect(of(new Map([['a', 1]]))).not.toBe(of(new Map()));
+    expect(of({ lines: new Map([[1, 'x']]) })).not.toBe(of({ lines: new Map([[2, 'x']]) }));
+    expect(of(new Set(['a']))).not.toBe(of(new Set(['b'])));
+    expect(of(new Set([{ id: 1 }]))).not.toBe(of(new Set([{ id: 2 }])));
+  });
+
+  it('ignores insertion order where the keys are all strings or all numbers', () => {
+    const map = (entries: [unknown, unknown][]) => of(new Map(entries));
+    expect(
+      map([
+        ['b', 2],
+        ['a', 1],
+      ]),
+    ).toBe(
+      map([
+        ['a', 1],
+        ['b', 2],
+      ]),
+    );
+    expect(
+      map([
+        [10, 'x'],
+        [9, 'y'],
+      ]),
+    ).toBe(
+      map([
+        [9, 'y'],
+        [10, 'x'],
+      ]),
+    );
+    expect(of(new Set(['b', 'a']))).toBe(of(new Set(['a', 'b'])));
+    expect(of(new Set([3, 1, 2]))).toBe(of(new Set([1, 2, 3])));
+  });
+
+  it('never gives a Map, a Set, an array and an object one form', () => {
+    const forms = [
+      of(new Map([['a', 1]])),
+      of(new Set(['a', 1])),
+      of(['a', 1]),
+      of({ a: 1 }),
+      of(new Map()),
+      of(new Set()),
+      of({}),
+      of([]),
+    ];
+    expect(new Set(forms).size).toBe(forms.length);
+  });
+
+  it('terminates on a Map that holds itself', () => {
+    const map = new Map<string, unknown>();
+    map.set('self', map);
+    const set = new Set<unknown>();
+    set.add(set);
+    expect(of(map)).toMatch(/^[\w-]+$/);
+    expect(of(set)).toMatch(/^[\w-]+$/);
+  });
+});
