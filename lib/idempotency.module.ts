@@ -20,6 +20,9 @@ import { hoistInterceptor } from './interceptors/outermost';
 import { checkRoutes } from './interceptors/route-checks';
 import { createStore, waitUntilReady } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
+import { evictingPolicy, evictionWarning } from './stores/redis-eviction';
+import { RedisIdempotencyStore } from './stores/redis-idempotency.store';
+import { withTimeout } from './utils/timeout';
 import {
   assertOptionsObject,
   resolveModuleOptions,
@@ -88,14 +91,33 @@ export class IdempotencyModule
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    if (this.options.store) return;
     // Boot never fails on an unreachable database: keyed requests get 503 until it is back.
-    if (!(await waitUntilReady(this.store, this.options.storeTimeout))) {
+    if (!this.options.store && !(await waitUntilReady(this.store, this.options.storeTimeout))) {
       const database = this.options.postgres !== undefined ? 'PostgreSQL' : 'Redis';
       this.logger.warn(
         `${database} is not reachable yet; idempotent requests answer 503 until it is`,
       );
+      return;
     }
+    await this.checkEvictionPolicy();
+  }
+
+  /**
+   * Warns when the Redis store's server may evict records (any `maxmemory-policy` but
+   * `noeviction`): an evicted claim or record lets a duplicate run the handler again. Only on a
+   * connected client (never connecting one of yours that is lazy), bounded by `storeTimeout`,
+   * and quiet where `CONFIG` is disabled.
+   */
+  private async checkEvictionPolicy(): Promise<void> {
+    if (!(this.store instanceof RedisIdempotencyStore) || this.store.client.status !== 'ready') {
+      return;
+    }
+    const policy = await withTimeout(
+      evictingPolicy(this.store.client),
+      this.options.storeTimeout,
+      () => new Error('timeout'),
+    ).catch(() => undefined);
+    if (policy !== undefined) this.logger.warn(evictionWarning(policy));
   }
 
   async onApplicationShutdown(): Promise<void> {
