@@ -9,6 +9,7 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { checkPostgresOption } from '../stores/postgres-options';
+import { checkEncryptionOption } from './encryption';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -16,6 +17,7 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   headerName: 'Idempotency-Key',
   ttl: 24 * 60 * 60 * 1000,
   lockTtl: 30_000,
+  maxLockHold: 60 * 60 * 1000,
   required: false,
   fingerprint: true,
   failOpen: false,
@@ -44,6 +46,7 @@ const COUNTS = [
   'maxResponseBytes',
   'maxKeyLength',
   'waitTimeout',
+  'maxLockHold',
 ] as const;
 /** Options that set a Node timer (lockTtl: its third), which fires at once past 2^31 - 1 ms. */
 const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
@@ -237,6 +240,10 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
   }
   if (options.metrics !== undefined && typeof options.metrics !== 'boolean') {
     fail(`metrics must be a boolean, got ${typeof options.metrics}`);
+  }
+  if (options.encryption !== undefined) {
+    const problem = checkEncryptionOption(options.encryption);
+    if (problem) fail(problem);
   }
 }
 
