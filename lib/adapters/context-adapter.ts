@@ -12,7 +12,8 @@ export type IdempotencyOutcome =
   | 'key-reused'
   | 'key-missing'
   | 'key-invalid'
-  | 'store-unavailable';
+  | 'store-unavailable'
+  | 'record-unreadable';
 
 /**
  * Everything the interceptor needs that differs between transports (HTTP, RPC). The interceptor's

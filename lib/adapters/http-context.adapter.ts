@@ -33,6 +33,7 @@ const OUTCOMES: Record<IdempotencyErrorCode, IdempotencyOutcome> = {
   [IdempotencyErrorCode.InProgress]: 'in-progress',
   [IdempotencyErrorCode.KeyReused]: 'key-reused',
   [IdempotencyErrorCode.StoreUnavailable]: 'store-unavailable',
+  [IdempotencyErrorCode.RecordUnreadable]: 'record-unreadable',
 };
 
 interface HttpRequestLike {

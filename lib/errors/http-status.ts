@@ -8,6 +8,7 @@ export const IDEMPOTENCY_HTTP_STATUS: Record<IdempotencyErrorCode, HttpStatus> =
   [IdempotencyErrorCode.InProgress]: HttpStatus.CONFLICT,
   [IdempotencyErrorCode.KeyReused]: HttpStatus.UNPROCESSABLE_ENTITY,
   [IdempotencyErrorCode.StoreUnavailable]: HttpStatus.SERVICE_UNAVAILABLE,
+  [IdempotencyErrorCode.RecordUnreadable]: HttpStatus.INTERNAL_SERVER_ERROR,
 };
 
 /** The reason phrase of each status above, as Nest's error bodies carry it (`error`). */
@@ -15,6 +16,7 @@ export const HTTP_ERROR_NAME: Record<number, string> = {
   400: 'Bad Request',
   409: 'Conflict',
   422: 'Unprocessable Entity',
+  500: 'Internal Server Error',
   503: 'Service Unavailable',
 };
 
@@ -30,7 +32,7 @@ export interface IdempotencyProblemDetails {
   type: string;
   /** Short summary of the problem type; the same for every occurrence. */
   title: string;
-  /** The HTTP status code (400, 409, 422 or 503). */
+  /** The HTTP status code (400, 409, 422, 500 or 503). */
   status: number;
   /** What went wrong in this occurrence. */
   detail: string;

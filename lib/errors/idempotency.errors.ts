@@ -5,6 +5,7 @@ export const IdempotencyErrorCode = {
   InProgress: 'IDEMPOTENCY_IN_PROGRESS',
   KeyReused: 'IDEMPOTENCY_KEY_REUSED',
   StoreUnavailable: 'IDEMPOTENCY_STORE_UNAVAILABLE',
+  RecordUnreadable: 'IDEMPOTENCY_RECORD_UNREADABLE',
 } as const;
 
 /** One of {@link IdempotencyErrorCode}. */
@@ -71,6 +72,21 @@ export class IdempotencyStoreUnavailableError extends IdempotencyError {
 }
 
 /**
+ * The key's stored outcome cannot be read: sealed with a key no longer in `encryption.keys`,
+ * stored in plaintext while encryption is on (or sealed while it is off), or altered. The
+ * handler is not run again (it ran once already) and nothing is replayed (fail closed): 500.
+ */
+export class IdempotencyRecordUnreadableError extends IdempotencyError {
+  readonly code = IdempotencyErrorCode.RecordUnreadable;
+  constructor(options?: { cause?: unknown }) {
+    super(
+      'The stored outcome for this idempotency key cannot be read; the request was not processed again.',
+      options,
+    );
+  }
+}
+
+/**
  * A short, human-readable summary of each error code: the same for every occurrence (the RFC 9457
  * problem `title`; the occurrence's own explanation is the error's message).
  */
@@ -80,4 +96,5 @@ export const IdempotencyErrorTitle: Record<IdempotencyErrorCode, string> = {
   [IdempotencyErrorCode.InProgress]: 'Request with this idempotency key in progress',
   [IdempotencyErrorCode.KeyReused]: 'Idempotency key reused with another request',
   [IdempotencyErrorCode.StoreUnavailable]: 'Idempotency store unavailable',
+  [IdempotencyErrorCode.RecordUnreadable]: 'Idempotency record unreadable',
 };

@@ -69,7 +69,11 @@ export class ClaimedHandler {
     handled: () => void,
   ): Observable<unknown> {
     const values: unknown[] = [];
-    return emitWhenSettled(this.execute(context, next, adapter, claim, values, handled), values);
+    // Renewed until the outcome is stored or released, not only while the handler runs: with a
+    // slow completion write, a lapsed lease would let a duplicate run the handler again.
+    const stopHeartbeat = this.calls.heartbeat(claim);
+    const outcome = this.execute(context, next, adapter, claim, values, handled);
+    return emitWhenSettled(outcome.finally(stopHeartbeat), values);
   }
 
   /**
@@ -109,7 +113,6 @@ export class ClaimedHandler {
     values: unknown[],
     handled: () => void,
   ): Promise<void> {
-    const stopHeartbeat = this.calls.heartbeat(claim);
     const started = performance.now();
     let running = true;
     /** The handler settled (or its transaction failed to begin): once, whichever path. */
@@ -117,7 +120,6 @@ export class ClaimedHandler {
       if (!running) return;
       running = false;
       handled();
-      stopHeartbeat();
       timeRun(claim.cached, started);
     };
     const { transactional } = claim.options;

@@ -6,6 +6,7 @@ import {
   Injectable,
   Logger,
   NestInterceptor,
+  OnApplicationShutdown,
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
@@ -19,17 +20,24 @@ import {
   IdempotencyInProgressError,
   IdempotencyKeyMissingError,
   IdempotencyKeyReusedError,
+  IdempotencyRecordUnreadableError,
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { createOpenTelemetryMetrics } from '../observability/metrics';
-import { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
+import {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyStore,
+  type StoredResponse,
+} from '../stores/idempotency.store';
+import { RecordCipher } from '../utils/encryption';
 import { ownerToken, parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { principalId, tenantId } from '../utils/principal';
 import { withTimeout } from '../utils/timeout';
-import { decodeResponse } from '../utils/response-codec';
+import { decodeResponse, type ResponseSnapshot } from '../utils/response-codec';
 import { ClaimedHandler, type RouteClaim } from './claimed-handler';
 import { describe, type EventSource, OutcomeEvents } from './outcome-events';
 import { OutcomeRecorder } from './outcome-recorder';
@@ -57,7 +65,7 @@ const handling = new WeakSet<ExecutionContext>();
  * steps aside.
  */
 @Injectable()
-export class IdempotencyInterceptor implements NestInterceptor {
+export class IdempotencyInterceptor implements NestInterceptor, OnApplicationShutdown {
   protected readonly logger = new Logger('Idempotency');
   private readonly adapters: Partial<Record<ContextType, IdempotencyContextAdapter>>;
   private readonly serializers: GlobalSerializers;
@@ -68,6 +76,7 @@ export class IdempotencyInterceptor implements NestInterceptor {
   private readonly recorder: OutcomeRecorder;
   private readonly identity: RequestIdentity;
   private readonly handlers: ClaimedHandler;
+  private readonly cipher?: RecordCipher;
 
   constructor(
     protected readonly store: IdempotencyStore,
@@ -84,8 +93,15 @@ export class IdempotencyInterceptor implements NestInterceptor {
     const metrics = options.metrics === false ? undefined : createOpenTelemetryMetrics();
     this.events = new OutcomeEvents(this.logger, metrics);
     this.calls = new StoreCalls(store, this.events, this.logger);
+    if (options.encryption) this.cipher = new RecordCipher(options.encryption);
     this.waiter = new OutcomeWaiter(this.calls, this.events, this.logger);
-    this.recorder = new OutcomeRecorder(this.serializers, this.calls, this.events, this.logger);
+    this.recorder = new OutcomeRecorder(
+      this.serializers,
+      this.calls,
+      this.events,
+      this.logger,
+      this.cipher,
+    );
     this.identity = new RequestIdentity(this.events);
     this.handlers = new ClaimedHandler(this.calls, this.recorder, this.logger, moduleRef);
   }
@@ -124,6 +140,14 @@ export class IdempotencyInterceptor implements NestInterceptor {
       this.settleRejected(context, source, error);
       throw adapter.toException(context, error, options);
     }
+  }
+
+  /**
+   * Stops renewing leases: a handler still running (hung) at shutdown then loses its key within
+   * lockTtl, so another instance can serve the retry.
+   */
+  onApplicationShutdown(): void {
+    this.calls.close();
   }
 
   /** The route's options (module < controller < method), or undefined when it is not idempotent. */
@@ -273,10 +297,9 @@ export class IdempotencyInterceptor implements NestInterceptor {
     switch (result.status) {
       case 'completed': {
         done(); // the handler never runs, nor do the interceptors inside this one
+        const snapshot = await this.decode(claim, result.response);
         this.events.emit(claim, 'replayed', claim.key);
         options.onReplay?.(context);
-        let snapshot = decodeResponse(result.response);
-        if (isPromise(snapshot)) snapshot = await snapshot;
         return this.serializers.passThrough(context, adapter.replay(context, snapshot, options));
       }
       case 'in_progress':
@@ -289,6 +312,27 @@ export class IdempotencyInterceptor implements NestInterceptor {
     this.events.emit(claim, 'claimed', claim.key);
     adapter.outcome?.(context, 'first-run', options);
     return this.handlers.run(context, next, adapter, claim, done);
+  }
+
+  /**
+   * A stored outcome, opened and decoded. One that cannot be (sealed with a key no longer set,
+   * plaintext while encryption is on, altered) is answered with 500, logged once per route:
+   * never replayed as garbage, and the handler, which ran already, is not run again.
+   */
+  private async decode(claim: RouteClaim, stored: StoredResponse): Promise<ResponseSnapshot> {
+    try {
+      const sealing = this.cipher && { cipher: this.cipher, context: claim.key };
+      const snapshot = decodeResponse(stored, sealing);
+      return isPromise(snapshot) ? await snapshot : snapshot;
+    } catch (error) {
+      this.events.warnOnce(
+        claim.handler,
+        `a stored outcome cannot be read (${describe(error)}); answering 500 ` +
+          `${IdempotencyErrorCode.RecordUnreadable} (check encryption.keys)`,
+        'unreadable',
+      );
+      throw new IdempotencyRecordUnreadableError({ cause: error });
+    }
   }
 }
 

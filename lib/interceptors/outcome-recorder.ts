@@ -1,6 +1,7 @@
 import type { ExecutionContext, Logger } from '@nestjs/common';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import type { StoredResponse } from '../stores/idempotency.store';
+import type { RecordCipher } from '../utils/encryption';
 import { matchesStoredErrors } from '../utils/error-codec';
 import { encodeResponse, packResponse, type ResponseSnapshot } from '../utils/response-codec';
 import { describe, type OutcomeEvents } from './outcome-events';
@@ -28,6 +29,8 @@ export class OutcomeRecorder {
     private readonly calls: StoreCalls,
     private readonly events: OutcomeEvents,
     private readonly logger: Logger,
+    /** Seals what is stored (option `encryption`). */
+    private readonly cipher?: RecordCipher,
   ) {}
 
   /**
@@ -96,7 +99,8 @@ export class OutcomeRecorder {
         !write,
       );
     }
-    let response = packResponse(encoded, options.compression);
+    const sealing = this.cipher && { cipher: this.cipher, context: key };
+    let response = packResponse(encoded, options.compression, sealing);
     if (isPromise(response)) response = await response;
     let owned: boolean;
     try {

@@ -27,6 +27,10 @@ interface Beat {
   claim: Claim;
   /** When it is next renewed (`performance.now()` clock). */
   due: number;
+  /** When renewing stops, however long the handler runs (`maxLockHold` after the claim). */
+  until: number;
+  /** A renewal is in flight: the next waits for it, so two never overlap. */
+  renewing: boolean;
   /** The set it is in (its lease length's). */
   running: Set<Beat>;
 }
@@ -38,7 +42,9 @@ interface Beat {
  */
 export class StoreCalls {
   /** Running claims, per lease length (see {@link heartbeat}). */
-  private readonly heartbeats = new Map<number, Set<Beat>>();
+  private readonly heartbeats = new Map<number, { running: Set<Beat>; timer: NodeJS.Timeout }>();
+  /** Set by {@link close}: no lease is renewed any more. */
+  private closed = false;
 
   constructor(
     readonly store: IdempotencyStore,
@@ -61,6 +67,11 @@ export class StoreCalls {
           (late) => (late.status === 'claimed' ? this.release(claim, error) : undefined),
           () => {},
         );
+      } else {
+        // A claim that rejects may still have reached the store (the connection dropped after
+        // the command was sent): nobody runs the handler, so free the key now rather than after
+        // lockTtl. Owner-checked, so it never frees a key another request holds.
+        void this.releaseIfHeld(claim, error);
       }
       throw error;
     }
@@ -96,6 +107,23 @@ export class StoreCalls {
   }
 
   /**
+   * Gives up a claim that may or may not have reached the store: quietly, since the store is
+   * likely failing already (the lease frees the key anyway); reported only when it freed one.
+   */
+  private async releaseIfHeld(claim: Claim, cause: unknown): Promise<void> {
+    try {
+      const released = this.store.release(claim.key, claim.token);
+      if (!(await this.call('release', released, claim.options))) return;
+    } catch {
+      return;
+    }
+    this.events.emit(claim, 'released', claim.key, cause);
+    this.logger.warn(
+      `${claim.handler}: a claim on ${claim.key} failed (${describe(cause)}) after reaching the store; released it`,
+    );
+  }
+
+  /**
    * Watches the key (see {@link IdempotencyStore.watch}); undefined when the store cannot notify
    * or does not answer in time. A subscription that lands after the timeout is ended then.
    */
@@ -116,12 +144,18 @@ export class StoreCalls {
   }
 
   /**
-   * Renews the lease every third of lockTtl while the handler runs. Returns the stop function.
+   * Renews the lease every third of lockTtl while the handler runs and its outcome is written,
+   * until the returned stop function is called, for at most `maxLockHold`: a handler hung past
+   * it (a dead socket) stops being renewed, so its lease runs out within lockTtl and a retry
+   * runs; its late completion is then refused by the owner check (fenced). One renewal at a
+   * time per claim: a slow store never gets a second before the first answered.
+   *
    * The running claims of one lease length share a timer, which ticks every sixth of it and
    * renews those due: no timer is created and cleared per request.
    */
   heartbeat(claim: Claim): () => void {
-    const { lockTtl } = claim.options;
+    if (this.closed) return () => {};
+    const { lockTtl, maxLockHold } = claim.options;
     const every = Math.max(1, Math.floor(lockTtl / 3));
     let beats = this.heartbeats.get(lockTtl);
     if (!beats) {
@@ -136,7 +170,12 @@ export class StoreCalls {
           }
           const now = performance.now();
           for (const beat of running) {
-            if (beat.due > now) continue;
+            if (beat.due > now || beat.renewing) continue;
+            if (now >= beat.until) {
+              running.delete(beat);
+              this.heldTooLong(beat.claim);
+              continue;
+            }
             beat.due = now + every;
             this.renew(beat);
           }
@@ -144,25 +183,56 @@ export class StoreCalls {
         Math.max(1, Math.floor(every / 2)),
       );
       timer.unref();
-      this.heartbeats.set(lockTtl, (beats = running));
+      this.heartbeats.set(lockTtl, (beats = { running, timer }));
     }
-    const beat: Beat = { claim, due: performance.now() + every, running: beats };
-    beats.add(beat);
+    const now = performance.now();
+    const beat: Beat = {
+      claim,
+      due: now + every,
+      until: now + maxLockHold,
+      renewing: false,
+      running: beats.running,
+    };
+    beats.running.add(beat);
     return () => beat.running.delete(beat);
+  }
+
+  /**
+   * Stops every heartbeat (application shutdown): the leases of handlers still running then run
+   * out within lockTtl, so another instance can take their keys, even if one hung.
+   */
+  close(): void {
+    this.closed = true;
+    for (const { running, timer } of this.heartbeats.values()) {
+      running.clear();
+      clearInterval(timer);
+    }
+    this.heartbeats.clear();
+  }
+
+  private heldTooLong(claim: Claim): void {
+    this.logger.warn(
+      `${claim.handler}: still running after maxLockHold (${claim.options.maxLockHold} ms); no longer renewing ` +
+        `${claim.key}, whose lease runs out within lockTtl: a retry may then run, and this ` +
+        "run's outcome will not be stored",
+    );
   }
 
   private renew(beat: Beat): void {
     const { claim } = beat;
     const { options } = claim;
-    this.call('extend', this.store.extend(claim.key, claim.token, options.lockTtl), options).then(
-      (owned) => {
-        if (owned || !beat.running.delete(beat)) return;
-        this.events.emit(claim, 'lease_lost', claim.key);
-        this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
-      },
-      (error) =>
-        this.logger.warn(`${claim.handler}: renewing ${claim.key} failed (${describe(error)})`),
-    );
+    beat.renewing = true;
+    this.call('extend', this.store.extend(claim.key, claim.token, options.lockTtl), options)
+      .then(
+        (owned) => {
+          if (owned || !beat.running.delete(beat)) return;
+          this.events.emit(claim, 'lease_lost', claim.key);
+          this.logger.warn(`${claim.handler}: lost the lease on ${claim.key} while running`);
+        },
+        (error) =>
+          this.logger.warn(`${claim.handler}: renewing ${claim.key} failed (${describe(error)})`),
+      )
+      .finally(() => (beat.renewing = false));
   }
 
   /** A store call bounded by storeTimeout, so a hung store cannot hang a request. */

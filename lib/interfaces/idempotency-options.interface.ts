@@ -31,6 +31,14 @@ export interface IdempotencyOptions {
    * this long. Default: 30 000 (30 s).
    */
   lockTtl?: IdempotencyDuration;
+  /**
+   * The longest a handler holds its key, in milliseconds (or a duration string such as `'1h'`), counted from the claim. Past it the
+   * heartbeat stops renewing the lease, which then runs out within `lockTtl`: a retry runs the
+   * handler again, and the stuck run's late outcome is refused (fenced), never stored. Bounds how
+   * long a handler hung on a dead socket blocks its key with 409. Set it above the longest run
+   * you expect. Default: 3 600 000 (1 h).
+   */
+  maxLockHold?: IdempotencyDuration;
   /** Reject requests without a key with 400 instead of running them unprotected. Default: false. */
   required?: boolean;
   /**
@@ -125,8 +133,9 @@ export interface IdempotencyOptions {
   /**
    * Adds a header saying what happened to each keyed request, so that clients and proxies can
    * tell outcomes apart without parsing bodies: `first-run`, `replayed`, `in-progress` (409),
-   * `key-reused` (422), `key-missing` / `key-invalid` (400), `store-unavailable` (503). `true`
-   * names it `Idempotency-Status`; a string names it. HTTP only. Default: false.
+   * `key-reused` (422), `key-missing` / `key-invalid` (400), `store-unavailable` (503),
+   * `record-unreadable` (500). `true` names it `Idempotency-Status`; a string names it. HTTP
+   * only. Default: false.
    */
   statusHeader?: boolean | string;
   /** Response headers stored and replayed (case-insensitive). Default: {@link DEFAULT_REPLAY_HEADERS}. */
@@ -183,7 +192,8 @@ export interface IdempotencyOptions {
 export type IdempotencyDuration = number | string;
 
 /** Options that take an {@link IdempotencyDuration}; resolved to milliseconds at boot. */
-export type IdempotencyDurationOption = 'ttl' | 'lockTtl' | 'storeTimeout' | 'waitTimeout';
+export type IdempotencyDurationOption =
+  'ttl' | 'lockTtl' | 'storeTimeout' | 'waitTimeout' | 'maxLockHold';
 
 /** What a `key` function returns: a key, or `undefined` (or `null`) for none. */
 export type IdempotencyKeyValue = string | number | bigint | undefined | null;
@@ -235,6 +245,11 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
    * application shutdown. Not together with `redis`. See docs/postgres.md.
    */
   postgres?: string | Pool | IdempotencyPostgresConfig;
+  /**
+   * Encrypts what is stored of each outcome (body, headers, stored errors) with AES-256-GCM, on
+   * every store. See {@link IdempotencyEncryptionOptions} and docs/security.md.
+   */
+  encryption?: IdempotencyEncryptionOptions;
   /** Any store implementation; takes precedence over `redis`. Never closed by the module. */
   store?: IdempotencyStore;
   /**
@@ -252,6 +267,23 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
    * nothing. Default: true.
    */
   metrics?: boolean;
+}
+
+/**
+ * Encryption at rest (option `encryption`). Stored bodies, headers and errors are sealed with
+ * AES-256-GCM under the first key and opened with whichever key sealed them; the fingerprint and
+ * record keys are hashes already. A record no key opens is answered with 500
+ * `IDEMPOTENCY_RECORD_UNREADABLE` (the handler does not run).
+ */
+export interface IdempotencyEncryptionOptions {
+  /**
+   * The keys, current first: it seals every new record; all of them open records. To rotate,
+   * prepend a new key and drop the old one once records sealed with it have expired (`ttl`).
+   * Each is a 32-byte Buffer (used as it is) or a secret string of at least 32 characters
+   * (expanded to a key with HKDF-SHA-256). Generate one with
+   * `openssl rand -base64 32` or `crypto.randomBytes(32)`.
+   */
+  keys: (Buffer | string)[];
 }
 
 /** Extra `forRoot()` / `forRootAsync()` settings that shape the module itself. */

@@ -149,7 +149,9 @@ function errorCodes(options: ResolvedIdempotencyOptions): Map<number, Idempotenc
     (code) =>
       (code !== IdempotencyErrorCode.KeyMissing || options.required) &&
       (code !== IdempotencyErrorCode.KeyReused || options.fingerprint) &&
-      (code !== IdempotencyErrorCode.StoreUnavailable || !options.failOpen),
+      (code !== IdempotencyErrorCode.StoreUnavailable || !options.failOpen) &&
+      // A misconfiguration (encryption keys), not something a client can act on.
+      code !== IdempotencyErrorCode.RecordUnreadable,
   );
   for (const code of possible) {
     const status = IDEMPOTENCY_HTTP_STATUS[code];
@@ -181,6 +183,8 @@ const DESCRIPTIONS: Record<IdempotencyErrorCode, (options: ResolvedIdempotencyOp
       'the key was already used with another request (method, path or body)',
     [IdempotencyErrorCode.StoreUnavailable]: () =>
       'the idempotency store is unavailable and nothing was processed; retry after Retry-After seconds',
+    [IdempotencyErrorCode.RecordUnreadable]: () =>
+      'the stored outcome for this key cannot be read (encryption keys) and nothing was processed',
   };
 
 function errorResponse(

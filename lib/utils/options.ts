@@ -11,6 +11,7 @@ import type {
 } from '../interfaces/idempotency-options.interface';
 import { checkPostgresOption } from '../stores/postgres-options';
 import { parseDuration } from './duration';
+import { checkEncryptionOption } from './encryption';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -18,6 +19,7 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   headerName: 'Idempotency-Key',
   ttl: 24 * 60 * 60 * 1000,
   lockTtl: 30_000,
+  maxLockHold: 60 * 60 * 1000,
   required: false,
   fingerprint: true,
   failOpen: false,
@@ -47,6 +49,7 @@ export const DURATION_OPTIONS: readonly IdempotencyDurationOption[] = [
   'lockTtl',
   'storeTimeout',
   'waitTimeout',
+  'maxLockHold',
 ];
 
 /** Options with their durations in milliseconds. */
@@ -61,6 +64,7 @@ const COUNTS = [
   'maxResponseBytes',
   'maxKeyLength',
   'waitTimeout',
+  'maxLockHold',
 ] as const;
 /** Options that set a Node timer (lockTtl: its third), which fires at once past 2^31 - 1 ms. */
 const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
@@ -281,6 +285,10 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
   const { allowInMemoryStorage } = options;
   if (allowInMemoryStorage !== undefined && typeof allowInMemoryStorage !== 'boolean') {
     fail(`allowInMemoryStorage must be a boolean, got ${typeof allowInMemoryStorage}`);
+  }
+  if (options.encryption !== undefined) {
+    const problem = checkEncryptionOption(options.encryption);
+    if (problem) fail(problem);
   }
 }
 

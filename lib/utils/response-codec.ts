@@ -3,6 +3,7 @@ import { promisify } from 'node:util';
 import * as zlib from 'node:zlib';
 import type { IdempotencyCompressionOptions } from '../interfaces/idempotency-options.interface';
 import type { StoredResponse } from '../stores/idempotency.store';
+import type { Sealing } from './encryption';
 
 /** How a body was stored, so that a replay hands the framework the same kind of value. */
 type BodyKind = 'json' | 'text' | 'binary' | 'view' | 'null' | 'empty';
@@ -55,6 +56,11 @@ interface Meta {
   a?: ViewName;
   /** 1 when the body is a stored error (see {@link ResponseSnapshot.error}). */
   e?: 1;
+  /**
+   * Sealed (option `encryption`): the id of the key that sealed it. Such a meta holds only `s`,
+   * `e` and `x`; the rest is inside the sealed body (see `RecordCipher`).
+   */
+  x?: string;
 }
 
 /** A serialised response, before compression. */
@@ -163,19 +169,31 @@ export function encodeResponse(snapshot: ResponseSnapshot): EncodedResponse {
 
 /**
  * The stored form of an encoded response: the body compressed (off the event loop, in libuv's
- * thread pool) when compression is on, it has at least `threshold` bytes and it gets smaller.
- * Compression is an optimisation: a body it fails on is stored as it is.
+ * thread pool) when compression is on, it has at least `threshold` bytes and it gets smaller,
+ * then sealed with `sealing` (option `encryption`; compressed first, since ciphertext does not
+ * compress). Compression is an optimisation: a body it fails on is stored as it is.
  */
 export function packResponse(
   encoded: EncodedResponse,
   compression: false | IdempotencyCompressionOptions,
+  sealing?: Sealing,
 ): StoredResponse | Promise<StoredResponse> {
   const { meta, body } = encoded;
   if (compression && body.length > 0 && body.length >= (compression.threshold ?? 1024)) {
-    return compress(encoded, compression);
+    const packed = compress(encoded, compression);
+    return sealing ? packed.then((stored) => seal(stored, meta, sealing)) : packed;
   }
   // Small bodies (most responses) are stored as they are, without a promise.
-  return { meta: JSON.stringify(meta), body };
+  const stored = { meta: JSON.stringify(meta), body };
+  return sealing ? seal(stored, meta, sealing) : stored;
+}
+
+/** `stored` sealed, with only the status and the error flag of `meta` left readable. */
+function seal(stored: StoredResponse, meta: Meta, { cipher, context }: Sealing): StoredResponse {
+  const readable: Partial<Meta> = {};
+  if (meta.s !== undefined) readable.s = meta.s;
+  if (meta.e !== undefined) readable.e = meta.e;
+  return cipher.seal(stored.meta, stored.body, readable, context);
 }
 
 async function compress(
@@ -213,17 +231,28 @@ function parseMeta(text: string): Meta {
 }
 
 /**
- * Decodes a stored response back into status, headers and the value to hand the framework.
- * Throws (or rejects, for a compressed body) when the record is not one this codec wrote.
+ * Decodes a stored response back into status, headers and the value to hand the framework,
+ * opening it with `sealing` when it was sealed. Throws (or rejects, for a compressed body) when
+ * the record is not one this codec wrote, or is sealed and cannot be opened, or is not sealed
+ * while `sealing` says it must be (a plaintext record planted in an encrypting app's store).
  */
 export function decodeResponse(
   stored: StoredResponse,
+  sealing?: Sealing,
 ): ResponseSnapshot | Promise<ResponseSnapshot> {
-  const meta = parseMeta(stored.meta);
-  if (meta.z === undefined) return snapshotOf(meta, stored.body);
+  let meta = parseMeta(stored.meta);
+  let body = stored.body;
+  if (meta.x !== undefined || sealing) {
+    if (!sealing) throw new Error('the record is encrypted and no encryption keys are set');
+    if (meta.x === undefined) throw new Error('the record is not encrypted');
+    const opened = sealing.cipher.open(stored.meta, meta.x, body, sealing.context);
+    meta = parseMeta(opened.meta);
+    body = opened.body;
+  }
+  if (meta.z === undefined) return snapshotOf(meta, body);
   const codec = CODECS[meta.z];
   if (!codec) throw new Error(`unknown compression ${String(meta.z)}`);
-  return codec.decompress(stored.body).then((body) => snapshotOf(meta, body));
+  return codec.decompress(body).then((plain) => snapshotOf(meta, plain));
 }
 
 function snapshotOf(meta: Meta, body: Buffer): ResponseSnapshot {
