@@ -35,9 +35,8 @@ interface GrpcMetadata {
   set(key: string, value: string): void;
 }
 
-/** The call object of a unary method (a server-streaming one can write). */
+/** The call object of a unary method. */
 interface GrpcCall {
-  write?: unknown;
   /** Where a guard that authenticated the call may put its principal, as Passport does on HTTP. */
   user?: unknown;
 }
@@ -82,9 +81,7 @@ export class GrpcContextAdapter implements IdempotencyContextAdapter {
   }
 
   unsupported(context: ExecutionContext): string | undefined {
-    const streaming = grpcPattern(context.getHandler())?.streaming !== 'no_stream';
-    const call = context.getArgByIndex<GrpcCall | undefined>(2);
-    return streaming || typeof call?.write === 'function'
+    return grpcPattern(context.getHandler())?.streaming !== 'no_stream'
       ? 'streaming gRPC methods cannot be replayed'
       : undefined;
   }
@@ -116,6 +113,9 @@ export class GrpcContextAdapter implements IdempotencyContextAdapter {
   }
 
   capture(_context: ExecutionContext, values: unknown[]): ResponseSnapshot | string {
+    // A server-streaming method declared with @GrpcMethod() (grpc-js hands unary and streaming
+    // methods the same kind of call): several messages cannot replay as one, so none is stored.
+    if (values.length > 1) return 'several messages (a server-streaming method)';
     const value = values[values.length - 1];
     const reason = unreplayableReason(value);
     if (reason) return reason;

@@ -33,7 +33,7 @@ export function checkRoutes(
       const route = routeOptions(reflector, options, metatype, handler);
       if (!route?.enabled) continue;
       const name = routeName(metatype, handler);
-      refuseStreams(reflector, name, handler);
+      refuseStreams(reflector, name, metatype, handler);
       if (route.transactional) {
         if (respondsItself(metatype, handler)) {
           throw new Error(
@@ -62,7 +62,12 @@ export function checkRoutes(
 }
 
 /** Throws for `@Idempotent()` on a subscription or a streaming gRPC method: nothing to replay. */
-function refuseStreams(reflector: Reflector, name: string, handler: object): void {
+function refuseStreams(
+  reflector: Reflector,
+  name: string,
+  metatype: object,
+  handler: object,
+): void {
   const onMethod = reflector.get(IdempotentOptions, handler as never);
   if (onMethod && Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler) === 'Subscription') {
     throw new Error(
@@ -73,7 +78,9 @@ function refuseStreams(reflector: Reflector, name: string, handler: object): voi
   const grpc = grpcPattern(handler);
   if (onMethod && grpc && grpc.streaming !== 'no_stream') {
     throw new Error(
-      `IdempotencyModule: ${name} is a streaming gRPC method (${grpc.service}/${grpc.rpc}): ` +
+      // @GrpcStreamMethod() replaces the method by an anonymous function: named by its class.
+      `IdempotencyModule: ${(metatype as { name: string }).name} serves the streaming gRPC ` +
+        `method ${grpc.service}/${grpc.rpc}: ` +
         '@Idempotent() makes unary methods idempotent, a stream cannot be replayed. Remove ' +
         '@Idempotent() from it.',
     );
