@@ -8,6 +8,8 @@ const shared = {
   moduleNameMapper: {
     '^nestjs-idempotency$': '<rootDir>/lib/index.ts',
     '^nestjs-idempotency/testing$': '<rootDir>/lib/testing/index.ts',
+    // ESM-only under mercurius: see the file.
+    '^content-disposition$': '<rootDir>/test/support/content-disposition.cjs',
   },
 };
 

@@ -22,3 +22,5 @@ export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS, requestPrincipal } from './
 export { IdempotencySerializerError } from './interceptors/serializers';
 export { rmqManualAck } from './microservices/rmq-manual-ack';
 export { DIAGNOSTICS_CHANNEL_PREFIX } from './interceptors/outcome-events';
+export { keyFromArgument } from './utils/key-from-argument';
+export { GRPC_RETRY_AFTER_METADATA, GRPC_STATUS } from './adapters/grpc-context.adapter';

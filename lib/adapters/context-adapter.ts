@@ -26,6 +26,12 @@ export interface IdempotencyContextAdapter {
    */
   unsupported(context: ExecutionContext): string | undefined;
 
+  /**
+   * Whether this request passes untouched, without a word: e.g. a query of a GraphQL resolver
+   * class marked `@Idempotent()`, which makes its mutations idempotent. Optional.
+   */
+  bypass?(context: ExecutionContext): boolean;
+
   /** The raw key the request carries (validated by the caller), or undefined when it has none. */
   readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown;
 

@@ -13,6 +13,8 @@ import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
 import { finalize, Observable, tap } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import { HttpContextAdapter } from '../adapters/http-context.adapter';
+import { GraphqlContextAdapter } from '../adapters/graphql-context.adapter';
+import { GrpcContextAdapter, grpcPattern } from '../adapters/grpc-context.adapter';
 import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
 import {
   IdempotencyError,
@@ -67,7 +69,9 @@ const handling = new WeakSet<ExecutionContext>();
 @Injectable()
 export class IdempotencyInterceptor implements NestInterceptor, OnApplicationShutdown {
   protected readonly logger = new Logger('Idempotency');
-  private readonly adapters: Partial<Record<ContextType, IdempotencyContextAdapter>>;
+  private readonly adapters: Partial<
+    Record<ContextType | 'graphql' | 'grpc', IdempotencyContextAdapter>
+  >;
   private readonly serializers: GlobalSerializers;
   private readonly routes: RouteResolver;
   private readonly events: OutcomeEvents;
@@ -120,6 +124,7 @@ export class IdempotencyInterceptor implements NestInterceptor, OnApplicationShu
     const options = this.getRouteOptions(context);
     if (!options?.enabled) return next.handle();
     const adapter = this.getAdapter(context);
+    if (adapter?.bypass?.(context)) return next.handle();
     const handler = route?.name ?? routeName(context.getClass(), context.getHandler());
     const unsupported = adapter
       ? adapter.unsupported(context)
@@ -157,9 +162,13 @@ export class IdempotencyInterceptor implements NestInterceptor, OnApplicationShu
 
   /** The transport adapter for this context, or undefined when the transport is not supported. */
   protected getAdapter(context: ExecutionContext): IdempotencyContextAdapter | undefined {
-    const type = context.getType();
-    if (type === 'rpc') this.adapters.rpc ??= new RpcContextAdapter();
-    return this.adapters[type];
+    // Adapters of optional transports are made on first use: they load their peer packages.
+    const type = context.getType<ContextType | 'graphql'>();
+    if (type === 'http') return this.adapters.http;
+    if (type === 'graphql') return (this.adapters.graphql ??= new GraphqlContextAdapter());
+    if (type !== 'rpc') return undefined;
+    if (grpcPattern(context.getHandler())) return (this.adapters.grpc ??= new GrpcContextAdapter());
+    return (this.adapters.rpc ??= new RpcContextAdapter());
   }
 
   /**
@@ -194,7 +203,7 @@ export class IdempotencyInterceptor implements NestInterceptor, OnApplicationShu
     const tenancy = tenantId(tenant, handler);
     if (tenancy !== undefined) return recordScope(route, tenancy, undefined);
     const principal = principalId(this.getAdapter(context)?.principal?.(context), handler);
-    if (principal === undefined && context.getType() === 'http') {
+    if (principal === undefined && ['http', 'graphql'].includes(context.getType())) {
       this.events.warnOnce(
         handler,
         "no principal (request.user) and no `scope`: every caller shares this route's records " +
@@ -256,7 +265,7 @@ export class IdempotencyInterceptor implements NestInterceptor, OnApplicationShu
       return unmarkAfter(this.handlers.unclaimed(next, options), done);
     }
     // Only the HTTP header is an RFC 8941 structured field; other keys are taken as they are.
-    const header = !options.key && context.getType() === 'http';
+    const header = !options.key && ['http', 'graphql'].includes(context.getType());
     const key = parseIdempotencyKey(raw, options.maxKeyLength, header);
     this.serializers.check(context); // before anything runs or is stored
     let scope = this.getScope(context, handler, options, source.route);

@@ -1,5 +1,5 @@
 import { MetadataScanner, type ModulesContainer } from '@nestjs/core';
-import { INTERCEPTORS_METADATA } from '../utils/nest-metadata';
+import { INTERCEPTORS_METADATA, RESOLVER_TYPE_METADATA } from '../utils/nest-metadata';
 
 /**
  * Makes `interceptor` (bound by `@Idempotent()`) the outermost of the controller- and method-level
@@ -46,20 +46,30 @@ export function hoistInterceptor(
   }
 }
 
-/** Every controller class of the app, with its handler functions and its module. */
+/**
+ * Every controller class of the app, and every GraphQL resolver class (a provider with
+ * `@Query()`, `@Mutation()` or `@Subscription()` methods), with its handler functions and module.
+ */
 export function* controllers(
   modules: ModulesContainer,
 ): Generator<{ module: { name: string }; metatype: object; handlers: object[] }> {
   const scanner = new MetadataScanner();
+  const methods = (metatype: { prototype: Record<string, unknown> }) =>
+    scanner
+      .getAllMethodNames(metatype.prototype)
+      .map((name) => metatype.prototype[name])
+      .filter((handler): handler is object => typeof handler === 'function');
   for (const module of modules.values()) {
     for (const { metatype } of module.controllers.values()) {
       if (typeof metatype !== 'function') continue;
-      const prototype = metatype.prototype as Record<string, unknown>;
-      const handlers = scanner
-        .getAllMethodNames(prototype)
-        .map((name) => prototype[name])
-        .filter((handler): handler is object => typeof handler === 'function');
-      yield { module, metatype, handlers };
+      yield { module, metatype, handlers: methods(metatype) };
+    }
+    for (const { metatype } of module.providers.values()) {
+      if (typeof metatype !== 'function' || !metatype.prototype) continue;
+      const handlers = methods(metatype);
+      if (handlers.some((handler) => Reflect.hasMetadata(RESOLVER_TYPE_METADATA, handler))) {
+        yield { module, metatype, handlers };
+      }
     }
   }
 }

@@ -1,6 +1,8 @@
 import type { ModuleRef, ModulesContainer } from '@nestjs/core';
 import { Reflector } from '@nestjs/core';
-import { PATTERN_METADATA, respondsItself } from '../utils/nest-metadata';
+import { grpcPattern } from '../adapters/grpc-context.adapter';
+import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
+import { PATTERN_METADATA, RESOLVER_TYPE_METADATA, respondsItself } from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { assertTransactionalReady } from './claimed-handler';
 import { controllers } from './outermost';
@@ -13,7 +15,9 @@ import { routeName, routeOptions, staticIdentity } from './route-resolver';
  *   before the commit, which may still fail);
  * - two idempotent microservice handlers must not share an identity (one controller class name,
  *   method and pattern in two modules, both run for an event): the second would be skipped as
- *   the first one's duplicate.
+ *   the first one's duplicate;
+ * - `@Idempotent()` on a GraphQL subscription or a streaming gRPC method, which cannot be
+ *   replayed (a subscription of an idempotent resolver class is left alone, as its queries are).
  */
 export function checkRoutes(
   modules: ModulesContainer,
@@ -29,6 +33,7 @@ export function checkRoutes(
       const route = routeOptions(reflector, options, metatype, handler);
       if (!route?.enabled) continue;
       const name = routeName(metatype, handler);
+      refuseStreams(reflector, name, metatype, handler);
       if (route.transactional) {
         if (respondsItself(metatype, handler)) {
           throw new Error(
@@ -54,4 +59,30 @@ export function checkRoutes(
     }
   }
   assertTransactionalReady(transactional, store, moduleRef);
+}
+
+/** Throws for `@Idempotent()` on a subscription or a streaming gRPC method: nothing to replay. */
+function refuseStreams(
+  reflector: Reflector,
+  name: string,
+  metatype: object,
+  handler: object,
+): void {
+  const onMethod = reflector.get(IdempotentOptions, handler as never);
+  if (onMethod && Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler) === 'Subscription') {
+    throw new Error(
+      `IdempotencyModule: ${name} is a GraphQL subscription: @Idempotent() makes mutations ` +
+        'idempotent, a subscription has no single result to replay. Remove @Idempotent() from it.',
+    );
+  }
+  const grpc = grpcPattern(handler);
+  if (onMethod && grpc && grpc.streaming !== 'no_stream') {
+    throw new Error(
+      // @GrpcStreamMethod() replaces the method by an anonymous function: named by its class.
+      `IdempotencyModule: ${(metatype as { name: string }).name} serves the streaming gRPC ` +
+        `method ${grpc.service}/${grpc.rpc}: ` +
+        '@Idempotent() makes unary methods idempotent, a stream cannot be replayed. Remove ' +
+        '@Idempotent() from it.',
+    );
+  }
 }

@@ -27,6 +27,8 @@ export const SSE_METADATA = '__sse__';
 export const PATTERN_METADATA = 'microservices:pattern';
 /** Whether a microservice handler is a message or an event handler ({@link EVENT_HANDLER}). */
 export const PATTERN_HANDLER_METADATA = 'microservices:handler_type';
+/** A GraphQL resolver method's operation type (`'Query'`, `'Mutation'`, `'Subscription'`). */
+export const RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
 /** `PatternHandler.EVENT` of `@nestjs/microservices`. */
 export const EVENT_HANDLER = 2;
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT` of `@nestjs/common`. */

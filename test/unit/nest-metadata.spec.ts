@@ -2,6 +2,8 @@ import * as common from '@nestjs/common/constants';
 import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import * as microservices from '@nestjs/microservices/constants';
 import { PatternHandler } from '@nestjs/microservices/enums/pattern-handler.enum';
+import { GrpcMethodStreamingType } from '@nestjs/microservices';
+import { RESOLVER_TYPE_METADATA } from '@nestjs/graphql/dist/graphql.constants';
 import * as ours from '../../lib/utils/nest-metadata';
 
 describe("Nest's private metadata keys", () => {
@@ -25,6 +27,14 @@ describe("Nest's private metadata keys", () => {
       expect(ours[name]).toBe(microservices[name]);
     },
   );
+
+  it('RESOLVER_TYPE_METADATA is what @nestjs/graphql uses', () => {
+    expect(ours.RESOLVER_TYPE_METADATA).toBe(RESOLVER_TYPE_METADATA);
+  });
+
+  it("a unary gRPC method's streaming type is what the gRPC adapter expects", () => {
+    expect(GrpcMethodStreamingType.NO_STREAMING).toBe('no_stream');
+  });
 
   it('EVENT_HANDLER and RESPONSE_PARAM_TYPES match the enums of Nest', () => {
     expect(ours.EVENT_HANDLER).toBe(PatternHandler.EVENT);

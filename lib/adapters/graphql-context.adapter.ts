@@ -1,0 +1,161 @@
+import { ExecutionContext, HttpException } from '@nestjs/common';
+import { Observable, of, throwError } from 'rxjs';
+import type { IdempotencyError } from '../errors/idempotency.errors';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
+import { fingerprint } from '../utils/fingerprint';
+import { loadPeer } from '../utils/load-optional';
+import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
+import { decodeTagged, encodeTagged, type TaggedValue } from '../utils/tagged-value';
+import type { IdempotencyContextAdapter } from './context-adapter';
+
+/** The parts of graphql-js's GraphQLResolveInfo used here. */
+interface ResolveInfo {
+  fieldName: string;
+  parentType: { name: string };
+  schema: { getMutationType(): { name: string } | null | undefined };
+}
+
+/** What Apollo (`{ req }`, Express) and Mercurius (`{ req }`, Fastify, via Nest) pass as context. */
+interface GraphqlContext {
+  req?: {
+    headers?: Record<string, string | string[] | undefined>;
+    rawHeaders?: string[];
+    user?: unknown;
+    /** Fastify: Node's request, where Passport puts the user. */
+    raw?: { user?: unknown; rawHeaders?: string[] };
+  };
+}
+
+type GraphQLErrorClass = new (
+  message: string,
+  options?: { extensions?: Record<string, unknown> },
+) => Error & { extensions?: Record<string, unknown> };
+
+/**
+ * GraphQL mutations (`@nestjs/graphql`, Apollo or Mercurius, code-first or schema-first). Each
+ * field is its own route: its record is keyed by the mutation field, so two idempotent mutations
+ * in one document, under one header key, each run once. The key is the GraphQL request's HTTP
+ * header; the fingerprint the field and its arguments (variables resolved). What the resolver
+ * returned is stored (Dates and bigints tagged), not what was sent, so field resolvers and
+ * scalars below a replayed field serialise it as the first time. Refusals are GraphQLErrors with
+ * `extensions.code`, which leave the operation's other fields alone.
+ */
+export class GraphqlContextAdapter implements IdempotencyContextAdapter {
+  private readonly GraphQLError: GraphQLErrorClass;
+
+  constructor() {
+    // Loaded here, not at import: apps without GraphQL need not install it.
+    this.GraphQLError = loadPeer<{ GraphQLError: GraphQLErrorClass }>(
+      'graphql',
+      'making GraphQL mutations idempotent',
+    ).GraphQLError;
+  }
+
+  /** Queries, subscriptions and field resolvers of an idempotent resolver class pass untouched. */
+  bypass(context: ExecutionContext): boolean {
+    const info = infoOf(context);
+    return info?.parentType?.name !== info?.schema?.getMutationType?.()?.name;
+  }
+
+  unsupported(): undefined {
+    return undefined;
+  }
+
+  readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown {
+    const request = contextOf(context).req;
+    const name = options.headerName.toLowerCase();
+    const value = request?.headers?.[name];
+    // Node joins repeated headers with ", ": a key sent twice comes back as an array, refused.
+    if (typeof value === 'string' && value.includes(',')) {
+      const raw = request?.rawHeaders ?? request?.raw?.rawHeaders ?? [];
+      const count = raw.filter((header, i) => i % 2 === 0 && header.toLowerCase() === name);
+      if (count.length > 1) return [value];
+    }
+    return value;
+  }
+
+  principal(context: ExecutionContext): unknown {
+    const request = contextOf(context).req;
+    return request?.user ?? request?.raw?.user;
+  }
+
+  fingerprint(context: ExecutionContext): string {
+    return fingerprint(this.target(context), context.getArgByIndex(1));
+  }
+
+  target(context: ExecutionContext): string[] {
+    const info = infoOf(context);
+    return ['graphql', `${info.parentType.name}.${info.fieldName}`];
+  }
+
+  /** `graphql Mutation.createOrder`: the schema's field, which one resolver method serves. */
+  routePattern(context: ExecutionContext): string {
+    return this.target(context).join(' ');
+  }
+
+  capture(_context: ExecutionContext, values: unknown[]): ResponseSnapshot | string {
+    // Nest resolves a resolver's Observable to its last value.
+    const value = values[values.length - 1];
+    const reason = unreplayableReason(value);
+    if (reason) return reason;
+    try {
+      return { value: encodeTagged(value) };
+    } catch (error) {
+      return `not storable as data (${(error as Error).message})`;
+    }
+  }
+
+  captureError(
+    _context: ExecutionContext,
+    error: unknown,
+    options: ResolvedIdempotencyOptions,
+  ): ResponseSnapshot {
+    const stored = describeError(error, 'http', options.storeErrors);
+    if (error instanceof HttpException) {
+      return { status: error.getStatus(), value: stored, error: true };
+    }
+    const extensions = (error as { extensions?: unknown } | null)?.extensions;
+    if (error instanceof this.GraphQLError && extensions && typeof extensions === 'object') {
+      stored.r = { ...extensions };
+    }
+    return { value: stored, error: true };
+  }
+
+  /** An HttpException's status, for `storeErrors` statuses; none for other errors. */
+  errorStatus(error: unknown): number | undefined {
+    return error instanceof HttpException ? errorStatus(error) : undefined;
+  }
+
+  replay(
+    _context: ExecutionContext,
+    snapshot: ResponseSnapshot,
+    options: ResolvedIdempotencyOptions,
+  ): Observable<unknown> {
+    if (!snapshot.error) return of(decodeTagged(snapshot.value as TaggedValue));
+    const { status } = snapshot;
+    const error = rebuildError(snapshot.value as StoredError, options.storeErrors, (stored) =>
+      status === undefined
+        ? new this.GraphQLError(stored.m, { extensions: stored.r as Record<string, unknown> })
+        : new HttpException(stored.r as string | object, status),
+    );
+    return throwError(() => error);
+  }
+
+  toException(_context: ExecutionContext, error: IdempotencyError): Error {
+    const extensions: Record<string, unknown> = { code: error.code };
+    if (error.retryAfterMs !== undefined) {
+      extensions.retryAfter = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
+    }
+    return new this.GraphQLError(error.message, { extensions });
+  }
+}
+
+/** The resolver's `info` (Nest's resolver arguments: root, args, context, info). */
+function infoOf(context: ExecutionContext): ResolveInfo {
+  return context.getArgByIndex<ResolveInfo>(3);
+}
+
+function contextOf(context: ExecutionContext): GraphqlContext {
+  return context.getArgByIndex<GraphqlContext | undefined>(2) ?? {};
+}
