@@ -24,6 +24,7 @@ export const GRPC_STATUS: Record<IdempotencyErrorCode, number> = {
   [IdempotencyErrorCode.KeyReused]: 9, // FAILED_PRECONDITION
   [IdempotencyErrorCode.InProgress]: 10, // ABORTED
   [IdempotencyErrorCode.StoreUnavailable]: 14, // UNAVAILABLE
+  [IdempotencyErrorCode.RecordUnreadable]: 13, // INTERNAL
 };
 
 /** Trailing metadata entry that tells a client refused as in progress how long to wait, in ms. */
