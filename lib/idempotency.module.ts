@@ -11,6 +11,7 @@ import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
 import { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN } from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
 import { IdempotencyRecords } from './services/idempotency-records.service';
+import { IdempotencyService } from './services/idempotency.service';
 import { hoistInterceptor } from './interceptors/outermost';
 import { checkRoutes } from './interceptors/route-checks';
 import { createStore, waitUntilReady } from './stores/create-store';
@@ -43,8 +44,9 @@ import { resolveModuleOptions, type ResolvedModuleOptions } from './utils/option
       useFactory: createStore,
     },
     IdempotencyRecords,
+    IdempotencyService,
   ],
-  exports: [IdempotencyStore, IDEMPOTENCY_OPTIONS, IdempotencyRecords],
+  exports: [IdempotencyStore, IDEMPOTENCY_OPTIONS, IdempotencyRecords, IdempotencyService],
 })
 export class IdempotencyModule
   extends ConfigurableModuleClass
