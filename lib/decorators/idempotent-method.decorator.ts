@@ -22,7 +22,7 @@ export interface IdempotentMethodOptions<A extends unknown[]> extends Omit<
 /**
  * Makes a method of a provider run once per key, through {@link IdempotencyService.run}: a call
  * whose key ran before returns the stored result without running the method. The scope
- * defaults to `Class.method`. The method's result is always a promise. The class must be a
+ * defaults to `Class.method`. The method must be async (return a promise). The class must be a
  * provider Nest creates (the service is injected into it); the key and fingerprint functions
  * run before anything else, and what they throw is thrown to the caller.
  *
@@ -38,10 +38,10 @@ export interface IdempotentMethodOptions<A extends unknown[]> extends Omit<
  * ```
  */
 export function IdempotentMethod<A extends unknown[]>(options: IdempotentMethodOptions<A>) {
-  return (
+  return <M extends (...args: A) => Promise<unknown>>(
     target: object,
     name: string | symbol,
-    descriptor: TypedPropertyDescriptor<(...args: A) => unknown>,
+    descriptor: TypedPropertyDescriptor<M>,
   ): void => {
     const method = descriptor.value;
     if (typeof method !== 'function' || typeof options?.key !== 'function') {
@@ -50,7 +50,7 @@ export function IdempotentMethod<A extends unknown[]>(options: IdempotentMethodO
     Inject(IdempotencyService)(target, SERVICE);
     const { key, fingerprint, scope, ...rest } = options;
     const runScope = scope ?? `${target.constructor.name}.${String(name)}`;
-    descriptor.value = async function (this: { [SERVICE]?: IdempotencyService }, ...args: A) {
+    const wrapped = async function (this: { [SERVICE]?: IdempotencyService }, ...args: A) {
       const service = this[SERVICE];
       if (!service) {
         throw new Error(
@@ -64,5 +64,6 @@ export function IdempotentMethod<A extends unknown[]>(options: IdempotentMethodO
         fingerprint: fingerprint?.(...args),
       });
     };
+    descriptor.value = wrapped as M;
   };
 }
