@@ -16,6 +16,7 @@ import {
 } from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
 import { IdempotencyRecords } from './services/idempotency-records.service';
+import { IdempotencyService } from './services/idempotency.service';
 import { hoistInterceptor } from './interceptors/outermost';
 import { checkRoutes } from './interceptors/route-checks';
 import { createStore, waitUntilReady } from './stores/create-store';
@@ -55,8 +56,9 @@ import {
       useFactory: createStore,
     },
     IdempotencyRecords,
+    IdempotencyService,
   ],
-  exports: [IdempotencyStore, IDEMPOTENCY_OPTIONS, IdempotencyRecords],
+  exports: [IdempotencyStore, IDEMPOTENCY_OPTIONS, IdempotencyRecords, IdempotencyService],
 })
 export class IdempotencyModule
   extends ConfigurableModuleClass

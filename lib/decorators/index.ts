@@ -1,1 +1,2 @@
 export * from './idempotent.decorator';
+export * from './idempotent-method.decorator';

@@ -19,7 +19,7 @@ export interface RouteClaim extends Claim {
 }
 
 /** The part of `@nestjs-cls/transactional`'s TransactionHost used here. */
-interface TransactionHost {
+export interface TransactionHost {
   readonly tx: unknown;
   withTransaction<R>(fn: () => Promise<R>): Promise<R>;
 }
@@ -221,7 +221,7 @@ function collect(source: Observable<unknown>, values: unknown[]): Promise<void> 
 let hostToken: ((connectionName?: string) => unknown) | undefined;
 
 /** The app's TransactionHost (`@nestjs-cls/transactional`) of a connection, from its container. */
-function transactionHost(
+export function transactionHost(
   moduleRef: ModuleRef | undefined,
   option: true | { connectionName?: string },
 ): TransactionHost {

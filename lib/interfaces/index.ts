@@ -1,2 +1,3 @@
 export * from './idempotency-event.interface';
 export * from './idempotency-options.interface';
+export * from './idempotency-run-options.interface';

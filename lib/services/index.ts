@@ -1,1 +1,2 @@
 export * from './idempotency-records.service';
+export * from './idempotency.service';

@@ -1,0 +1,99 @@
+/**
+ * JSON text for the results of `IdempotencyService.run()`, which are values of a program rather
+ * than HTTP bodies: `Date`, `bigint`, `Buffer`, `Map`, `Set` and `undefined` come back as they
+ * went in, where plain JSON would turn them into strings, throw or drop them. They are written as
+ * one-key objects `{ "$": tag, "v": value }`; a plain object that itself has a `$` key is wrapped
+ * too (`"o"`), so no stored data is ever mistaken for a tag. Decoding goes top down, so a
+ * wrapped object's own fields are never read as tags either.
+ */
+
+/** A tagged value: `{ $: tag, v: payload }`. */
+interface Tagged {
+  $: 'd' | 'n' | 'b' | 'u' | 'm' | 's' | 'o';
+  v?: unknown;
+}
+
+/** Encodes `value` as JSON text (see the file's comment). Throws on a cycle or a symbol. */
+export function encodeValue(value: unknown): string {
+  return JSON.stringify(toJson(value, new Set()));
+}
+
+/** The value {@link encodeValue} was given. Throws on text it did not write. */
+export function decodeValue(text: string): unknown {
+  return fromJson(JSON.parse(text));
+}
+
+function toJson(value: unknown, path: Set<object>): unknown {
+  if (value === undefined) return { $: 'u' };
+  if (typeof value === 'bigint') return { $: 'n', v: value.toString() };
+  if (typeof value === 'symbol' || typeof value === 'function') {
+    throw new TypeError(`a ${typeof value} cannot be stored`);
+  }
+  if (value === null || typeof value !== 'object') return value;
+  // An invalid Date's time is NaN, which JSON writes as null.
+  if (value instanceof Date) return { $: 'd', v: value.getTime() };
+  if (Buffer.isBuffer(value)) return { $: 'b', v: value.toString('base64') };
+  if (path.has(value)) throw new TypeError('a value with a cycle cannot be stored');
+  path.add(value);
+  try {
+    if (Array.isArray(value)) return value.map((item) => toJson(item, path));
+    if (value instanceof Map) {
+      return { $: 'm', v: [...value].map(([k, v]) => [toJson(k, path), toJson(v, path)]) };
+    }
+    if (value instanceof Set) return { $: 's', v: [...value].map((item) => toJson(item, path)) };
+    // Any other object as JSON would see it: its toJSON() (a Decimal), else its own fields.
+    const json = (value as { toJSON?: () => unknown }).toJSON;
+    if (typeof json === 'function') return toJson(json.call(value), path);
+    const fields: Record<string, unknown> = {};
+    for (const [name, field] of Object.entries(value)) {
+      // As in JSON, a field holding undefined is no field.
+      if (field !== undefined) define(fields, name, toJson(field, path));
+    }
+    return Object.hasOwn(fields, '$') ? { $: 'o', v: fields } : fields;
+  } finally {
+    path.delete(value);
+  }
+}
+
+function fromJson(json: unknown): unknown {
+  if (json === null || typeof json !== 'object') return json;
+  if (Array.isArray(json)) return json.map(fromJson);
+  const record = json as Record<string, unknown>;
+  if (!Object.hasOwn(record, '$')) return fields(record);
+  const { $: tag, v } = record as unknown as Tagged;
+  switch (tag) {
+    case 'u':
+      return undefined;
+    case 'n':
+      return BigInt(v as string);
+    case 'd':
+      return new Date((v as number | null) ?? NaN);
+    case 'b':
+      return Buffer.from(v as string, 'base64');
+    case 'm':
+      return new Map((v as [unknown, unknown][]).map(([k, item]) => [fromJson(k), fromJson(item)]));
+    case 's':
+      return new Set((v as unknown[]).map(fromJson));
+    case 'o':
+      return fields(v as Record<string, unknown>);
+    default:
+      throw new TypeError(`unknown stored value tag ${JSON.stringify(tag)}`);
+  }
+}
+
+/** A plain object's fields decoded. `__proto__` stays a field, as JSON.parse leaves it. */
+function fields(record: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [name, field] of Object.entries(record)) define(out, name, fromJson(field));
+  return out;
+}
+
+/** Sets a field, `__proto__` included (an assignment would change the prototype instead). */
+function define(target: Record<string, unknown>, name: string, value: unknown): void {
+  Object.defineProperty(target, name, {
+    value,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
+}
