@@ -7,6 +7,9 @@ import type { IdempotencyStore } from './idempotency.store';
 import { MemoryIdempotencyStore } from './memory-idempotency.store';
 import { IdempotencyPostgresConfig, PostgresIdempotencyStore } from './postgres-idempotency.store';
 import { isPgPool } from './postgres-options';
+import type { IdempotencyMysqlConfig } from './mysql-options';
+import { isMysqlPool } from './mysql-options';
+import { MysqlIdempotencyStore } from './mysql-idempotency.store';
 import { RedisIdempotencyStore } from './redis-idempotency.store';
 import { loadPeer } from '../utils/load-optional';
 
@@ -44,6 +47,9 @@ export function createStore(options: ResolvedModuleOptions): IdempotencyStore {
   }
   if (options.postgres !== undefined) {
     return createPostgresStore(options.postgres, options.storeTimeout);
+  }
+  if (options.mysql !== undefined) {
+    return createMysqlStore(options.mysql, options.storeTimeout);
   }
   if (!warnedMemory) {
     warnedMemory = true;
@@ -137,12 +143,31 @@ function createPostgresStore(
   return new PostgresIdempotencyStore(created, { ...storeOptions, ownsPool: true });
 }
 
+function createMysqlStore(
+  config: NonNullable<IdempotencyModuleOptions['mysql']>,
+  storeTimeout: number,
+): MysqlIdempotencyStore {
+  if (isMysqlPool(config)) return new MysqlIdempotencyStore(config);
+  const { uri, pool, poolConfig, ...storeOptions }: IdempotencyMysqlConfig =
+    typeof config === 'string' ? { uri: config } : config;
+  if (pool) return new MysqlIdempotencyStore(pool, storeOptions);
+  const mysql = loadPeer<typeof import('mysql2')>('mysql2', 'the `mysql` option');
+  const created = mysql.createPool({
+    connectTimeout: storeTimeout,
+    enableKeepAlive: true,
+    ...poolConfig,
+    ...(uri !== undefined && { uri }),
+  });
+  return new MysqlIdempotencyStore(created, { ...storeOptions, ownsPool: true });
+}
+
 /**
  * Waits (bounded) until a client the module created is ready, so boot does not race the first
  * request. For PostgreSQL: until a query answers, and with `ensureSchema` until the table exists.
  */
 export async function waitUntilReady(store: IdempotencyStore, timeoutMs: number): Promise<boolean> {
   if (store instanceof PostgresIdempotencyStore) return store.whenReady(timeoutMs);
+  if (store instanceof MysqlIdempotencyStore) return store.whenReady(timeoutMs);
   if (!(store instanceof RedisIdempotencyStore) || store.client.status === 'ready') return true;
   // A client of yours with lazyConnect stays in 'wait' until its first command: nothing to wait for.
   if (store.client.status === 'wait') return true;

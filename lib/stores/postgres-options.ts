@@ -3,6 +3,7 @@
  * validation (which runs before any store exists, and must not load the store's dependencies).
  */
 import type { Pool, PoolConfig } from 'pg';
+import { checkSqlStoreOptions } from './sql/options';
 
 /** Options of `PostgresIdempotencyStore`. */
 export interface PostgresIdempotencyStoreOptions {
@@ -56,8 +57,6 @@ export interface IdempotencyPostgresConfig extends Omit<
   poolConfig?: PoolConfig;
 }
 
-const IDENTIFIER = '[A-Za-z_][A-Za-z0-9_]*';
-const TABLE_NAME = new RegExp(`^(?:${IDENTIFIER}\\.)?${IDENTIFIER}$`);
 /** PostgreSQL's NAMEDATALEN - 1: the longest identifier, and channel name, it keeps whole. */
 const MAX_NAME = 63;
 
@@ -68,34 +67,7 @@ const MAX_NAME = 63;
 export function checkPostgresStoreOptions(
   options: PostgresIdempotencyStoreOptions,
 ): string | undefined {
-  const { table, ensureSchema, sweepIntervalMs, sweepBatchSize } = options;
-  if (table !== undefined && !(typeof table === 'string' && TABLE_NAME.test(table))) {
-    const got = JSON.stringify(table) ?? typeof table;
-    return `table must be a table name, optionally schema-qualified (letters, digits, _): ${got}`;
-  }
-  if (table !== undefined && table.length > MAX_NAME) {
-    return (
-      `table must be at most ${MAX_NAME} characters with its schema (it names the NOTIFY ` +
-      `channel), got ${table.length}`
-    );
-  }
-  if (ensureSchema !== undefined && typeof ensureSchema !== 'boolean') {
-    return `ensureSchema must be a boolean, got ${typeof ensureSchema}`;
-  }
-  if (
-    sweepIntervalMs !== undefined &&
-    !(Number.isSafeInteger(sweepIntervalMs) && sweepIntervalMs >= 0 && sweepIntervalMs < 2 ** 31)
-  ) {
-    const got = String(sweepIntervalMs);
-    return `sweepIntervalMs must be a whole number of ms from 0 to ${2 ** 31 - 1}, got ${got}`;
-  }
-  if (
-    sweepBatchSize !== undefined &&
-    !(Number.isSafeInteger(sweepBatchSize) && sweepBatchSize > 0)
-  ) {
-    return `sweepBatchSize must be a positive whole number, got ${String(sweepBatchSize)}`;
-  }
-  return undefined;
+  return checkSqlStoreOptions(options, MAX_NAME, ' (it names the NOTIFY channel)');
 }
 
 /** Whether `value` is a node-postgres `Pool` (a `Client` has no totalCount). */

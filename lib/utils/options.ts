@@ -9,6 +9,7 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { checkPostgresOption } from '../stores/postgres-options';
+import { checkMysqlOption } from '../stores/mysql-options';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -230,6 +231,13 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
   if (options.postgres !== undefined) {
     if (redis !== undefined) fail('redis and postgres are two stores: set one of them');
     const problem = checkPostgresOption(options.postgres);
+    if (problem) fail(problem);
+  }
+  if (options.mysql !== undefined) {
+    if (redis !== undefined || options.postgres !== undefined) {
+      fail('mysql is a store of its own: set one of redis, postgres and mysql');
+    }
+    const problem = checkMysqlOption(options.mysql);
     if (problem) fail(problem);
   }
   if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
