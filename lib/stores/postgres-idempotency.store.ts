@@ -15,7 +15,15 @@ import {
   type PostgresIdempotencyStoreOptions,
 } from './postgres-options';
 import { PostgresListener } from './postgres-listener';
-import { DEFAULT_TABLE, postgresSchemaSql, statements, Statements } from './postgres-statements';
+import {
+  DEFAULT_TABLE,
+  postgresSchemaSql,
+  quote,
+  statements,
+  Statements,
+} from './postgres-statements';
+import { schemaOf } from './sql/options';
+import { schemaProblem } from './sql/schema-check';
 import { describeError, describeValue, within } from './sql/errors';
 import { Sweeper } from './sql/sweeper';
 import { queryThrough } from './sql/transaction-handle';
@@ -233,7 +241,7 @@ export class PostgresIdempotencyStore
    * after `timeoutMs` or on an error: the module warns and boots anyway.
    */
   async whenReady(timeoutMs: number): Promise<boolean> {
-    const check = this.options.ensureSchema ? this.ensureSchema() : this.pool.query('SELECT 1');
+    const check = this.options.ensureSchema ? this.ensureSchema() : this.checkSchema();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<false>((resolve) => {
       timer = setTimeout(() => resolve(false), timeoutMs);
@@ -294,15 +302,58 @@ export class PostgresIdempotencyStore
       () => undefined,
       (error: unknown) => {
         this.schema = undefined;
+        const schema = schemaOf(this.table);
+        // 42501 insufficient_privilege: most often CREATE on the database, for the schema.
+        if (schema && (error as { code?: string }).code === '42501') {
+          throw new Error(
+            `PostgresIdempotencyStore: ensureSchema could not create the schema "${schema}" or ` +
+              `the table "${this.table}" in it: ${describeError(error)}. Create the schema (or ` +
+              'grant CREATE), or apply sql/001_idempotency_records.sql with your migrations.',
+            { cause: error },
+          );
+        }
         throw error;
       },
     ));
   }
 
+  /**
+   * Without ensureSchema: logs what is missing (table, schema) and the fix. The database
+   * answered, so the module does not report an outage.
+   */
+  private async checkSchema(): Promise<void> {
+    const { rows } = await this.pool.query<{ has_table: boolean; has_schema: boolean }>(
+      `SELECT to_regclass($1) IS NOT NULL AS has_table,
+        EXISTS (SELECT FROM pg_namespace WHERE nspname = COALESCE($2, current_schema())) AS has_schema`,
+      [quote(this.table), schemaOf(this.table) ?? null],
+    );
+    if (!rows[0].has_table) this.logger.error(this.missing(rows[0].has_schema));
+  }
+
+  private missing(schemaExists: boolean): string {
+    return schemaProblem({
+      database: 'PostgreSQL',
+      table: this.table,
+      schemaExists,
+      schemaWord: 'schema',
+      migration: 'sql/001_idempotency_records.sql',
+      option: 'postgres',
+    });
+  }
+
   /** Runs a statement of the store as a prepared statement of its connection. */
   private async run(name: keyof Statements, values: unknown[]) {
     if (this.options.ensureSchema) await this.ensureSchema();
-    return this.pool.query({ name: this.names[name], text: this.sql[name], values });
+    try {
+      return await this.pool.query({ name: this.names[name], text: this.sql[name], values });
+    } catch (error) {
+      // 42P01 undefined_table, 3F000 invalid_schema_name: a missing migration, not an outage.
+      const code = (error as { code?: string }).code;
+      if (code === '42P01' || code === '3F000') {
+        throw new Error(this.missing(code === '42P01'), { cause: error });
+      }
+      throw error;
+    }
   }
 
   private async query<T extends QueryResultRow>(

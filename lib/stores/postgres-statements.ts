@@ -143,8 +143,10 @@ export function expiryIndexName(table: string): string {
 export function postgresSchemaSql(table = DEFAULT_TABLE): string {
   const t = quote(table);
   const index = quote(expiryIndexName(table.split('.').pop()!));
+  const dot = table.indexOf('.');
+  const schema = dot < 0 ? '' : `CREATE SCHEMA IF NOT EXISTS ${quote(table.slice(0, dot))};\n`;
   return `SELECT pg_advisory_xact_lock(hashtext('nestjs-idempotency ${table}'));
-CREATE TABLE IF NOT EXISTS ${t} (
+${schema}CREATE TABLE IF NOT EXISTS ${t} (
   key text PRIMARY KEY,
   state "char" NOT NULL CHECK (state IN ('p', 'c')),
   waiting boolean NOT NULL DEFAULT false,
