@@ -95,7 +95,12 @@ export class IdempotencyModule
   async onApplicationBootstrap(): Promise<void> {
     // Boot never fails on an unreachable database: keyed requests get 503 until it is back.
     if (!this.options.store && !(await waitUntilReady(this.store, this.options.storeTimeout))) {
-      const database = this.options.postgres !== undefined ? 'PostgreSQL' : 'Redis';
+      const database =
+        this.options.postgres !== undefined
+          ? 'PostgreSQL'
+          : this.options.mysql !== undefined
+            ? 'MySQL'
+            : 'Redis';
       this.logger.warn(
         `${database} is not reachable yet; idempotent requests answer 503 until it is`,
       );

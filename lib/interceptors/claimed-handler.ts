@@ -248,7 +248,7 @@ export function assertTransactionalReady(
   if (typeof (store as { completeInTransaction?: unknown }).completeInTransaction !== 'function') {
     throw new Error(
       `IdempotencyModule: \`transactional\` needs a store that writes in the app's transaction ` +
-        `(the PostgreSQL store: forRoot({ postgres })); ${store.constructor.name} cannot`,
+        `(the PostgreSQL or MySQL store: forRoot({ postgres }) or forRoot({ mysql })); ${store.constructor.name} cannot`,
     );
   }
   for (const option of wanted) {

@@ -4,6 +4,9 @@ import type { Pool } from 'pg';
 import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { IdempotencyStore } from '../stores/idempotency.store';
 import type { IdempotencyPostgresConfig } from '../stores/postgres-idempotency.store';
+import type { IdempotencyMysqlConfig } from '../stores/mysql-options';
+import type { Pool as MysqlPool } from 'mysql2';
+import type { Pool as MysqlPromisePool } from 'mysql2/promise';
 import type { IdempotencyEvent } from './idempotency-event.interface';
 
 /**
@@ -250,6 +253,14 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
    * every store. See {@link IdempotencyEncryptionOptions} and docs/security.md.
    */
   encryption?: IdempotencyEncryptionOptions;
+  /**
+   * MySQL 5.7.7+ or MariaDB 10.2+ to use instead of Redis (needs the `mysql2` package): a
+   * `mysql://` connection string, a mysql2 pool of yours (never ended by the module), or an
+   * {@link IdempotencyMysqlConfig} (`uri` or `pool`, `table`, `ensureSchema`, the sweeper's
+   * interval and batch size). A pool created from a connection string is ended on application
+   * shutdown. Not together with `redis` or `postgres`. See docs/mysql.md.
+   */
+  mysql?: string | MysqlPool | MysqlPromisePool | IdempotencyMysqlConfig;
   /** Any store implementation; takes precedence over `redis`. Never closed by the module. */
   store?: IdempotencyStore;
   /**

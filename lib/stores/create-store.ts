@@ -7,6 +7,9 @@ import type { IdempotencyStore } from './idempotency.store';
 import { MemoryIdempotencyStore } from './memory-idempotency.store';
 import { IdempotencyPostgresConfig, PostgresIdempotencyStore } from './postgres-idempotency.store';
 import { isPgPool } from './postgres-options';
+import type { IdempotencyMysqlConfig } from './mysql-options';
+import { isMysqlPool } from './mysql-options';
+import { MysqlIdempotencyStore } from './mysql-idempotency.store';
 import { RedisIdempotencyStore } from './redis-idempotency.store';
 import { loadPeer } from '../utils/load-optional';
 
@@ -45,20 +48,23 @@ export function createStore(options: ResolvedModuleOptions): IdempotencyStore {
   if (options.postgres !== undefined) {
     return createPostgresStore(options.postgres, options.storeTimeout);
   }
+  if (options.mysql !== undefined) {
+    return createMysqlStore(options.mysql, options.storeTimeout);
+  }
   if (process.env.NODE_ENV === 'production' && options.allowInMemoryStorage !== true) {
     throw new Error(
-      'IdempotencyModule: NODE_ENV is production and no `redis`, `postgres` or `store` is ' +
+      'IdempotencyModule: NODE_ENV is production and no `redis`, `postgres`, `mysql` or `store` is ' +
         'configured. The in-memory store keeps records in this process only, so a retry that ' +
         'reaches another instance (or this one after a restart) runs the handler again. ' +
-        'Configure `redis`, `postgres` or `store`, or set `allowInMemoryStorage: true` to run ' +
+        'Configure `redis`, `postgres`, `mysql` or `store`, or set `allowInMemoryStorage: true` to run ' +
         'it anyway (a single instance, a preview environment).',
     );
   }
   if (!warnedMemory) {
     warnedMemory = true;
     logger.warn(
-      'No redis, postgres or store configured: using the in-memory store. It is process-local, ' +
-        'so several instances of the app do not share keys; configure `redis` or `postgres` for ' +
+      'No redis, postgres, mysql or store configured: using the in-memory store. It is process-local, ' +
+        'so several instances of the app do not share keys; configure `redis`, `postgres` or `mysql` for ' +
         'production.',
     );
   }
@@ -146,12 +152,31 @@ function createPostgresStore(
   return new PostgresIdempotencyStore(created, { ...storeOptions, ownsPool: true });
 }
 
+function createMysqlStore(
+  config: NonNullable<IdempotencyModuleOptions['mysql']>,
+  storeTimeout: number,
+): MysqlIdempotencyStore {
+  if (isMysqlPool(config)) return new MysqlIdempotencyStore(config);
+  const { uri, pool, poolConfig, ...storeOptions }: IdempotencyMysqlConfig =
+    typeof config === 'string' ? { uri: config } : config;
+  if (pool) return new MysqlIdempotencyStore(pool, storeOptions);
+  const mysql = loadPeer<typeof import('mysql2')>('mysql2', 'the `mysql` option');
+  const created = mysql.createPool({
+    connectTimeout: storeTimeout,
+    enableKeepAlive: true,
+    ...poolConfig,
+    ...(uri !== undefined && { uri }),
+  });
+  return new MysqlIdempotencyStore(created, { ...storeOptions, ownsPool: true });
+}
+
 /**
  * Waits (bounded) until a client the module created is ready, so boot does not race the first
  * request. For PostgreSQL: until a query answers, and with `ensureSchema` until the table exists.
  */
 export async function waitUntilReady(store: IdempotencyStore, timeoutMs: number): Promise<boolean> {
   if (store instanceof PostgresIdempotencyStore) return store.whenReady(timeoutMs);
+  if (store instanceof MysqlIdempotencyStore) return store.whenReady(timeoutMs);
   if (!(store instanceof RedisIdempotencyStore) || store.client.status === 'ready') return true;
   // A client of yours with lazyConnect stays in 'wait' until its first command: nothing to wait for.
   if (store.client.status === 'wait') return true;

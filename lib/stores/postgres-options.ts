@@ -2,14 +2,61 @@
  * Checks of the PostgreSQL store's options, shared by the store's constructor and the module's
  * validation (which runs before any store exists, and must not load the store's dependencies).
  */
-import type { Pool } from 'pg';
-import type {
-  IdempotencyPostgresConfig,
-  PostgresIdempotencyStoreOptions,
-} from './postgres-idempotency.store';
+import type { Pool, PoolConfig } from 'pg';
+import { checkSqlStoreOptions } from './sql/options';
 
-const IDENTIFIER = '[A-Za-z_][A-Za-z0-9_]*';
-const TABLE_NAME = new RegExp(`^(?:${IDENTIFIER}\\.)?${IDENTIFIER}$`);
+/** Options of `PostgresIdempotencyStore`. */
+export interface PostgresIdempotencyStoreOptions {
+  /**
+   * The records' table, optionally schema-qualified (`'billing.idempotency_records'`): letters,
+   * digits and `_`, at most 63 characters in all (it also names the NOTIFY channel). It is quoted
+   * as given, so case counts. Default: `'idempotency_records'` (see `sql/` in the package).
+   */
+  table?: string;
+  /**
+   * Create the table and its index when they are missing (`CREATE ... IF NOT EXISTS`, the
+   * statements of `sql/001_idempotency_records.sql` for this table): at boot, or on first use
+   * when the database was down then. Default: false: apply the SQL file with your migrations.
+   */
+  ensureSchema?: boolean;
+  /**
+   * How often expired records are deleted, in milliseconds; `0` disables it (then delete them
+   * yourself). Default: 60 000.
+   */
+  sweepIntervalMs?: number;
+  /**
+   * Most rows one sweeper statement deletes; a sweep repeats it until a batch comes back short,
+   * each batch its own short transaction. Default: 500.
+   */
+  sweepBatchSize?: number;
+  /**
+   * Whether `PostgresIdempotencyStore.close()` ends the pool. Default false: a pool you pass
+   * in stays yours. The module sets it only for pools it created itself.
+   */
+  ownsPool?: boolean;
+}
+
+/**
+ * The module option `postgres` in its object form: where to connect, and the store's options.
+ * Give `connectionString` or `pool`, or neither (the pool then reads `poolConfig` and the PG*
+ * environment variables, as node-postgres does).
+ */
+export interface IdempotencyPostgresConfig extends Omit<
+  PostgresIdempotencyStoreOptions,
+  'ownsPool'
+> {
+  /** `postgres://` URL of a pool the module creates, and ends on application shutdown. */
+  connectionString?: string;
+  /** Your `pg.Pool`, instead of `connectionString`: never ended by the module. */
+  pool?: Pool;
+  /**
+   * More settings of the pool the module creates (`max`, `ssl`, `statement_timeout`...), over its
+   * defaults: `connectionTimeoutMillis` = the module's `storeTimeout`, `keepAlive: true`,
+   * `application_name: 'nestjs-idempotency'`.
+   */
+  poolConfig?: PoolConfig;
+}
+
 /** PostgreSQL's NAMEDATALEN - 1: the longest identifier, and channel name, it keeps whole. */
 const MAX_NAME = 63;
 
@@ -20,34 +67,7 @@ const MAX_NAME = 63;
 export function checkPostgresStoreOptions(
   options: PostgresIdempotencyStoreOptions,
 ): string | undefined {
-  const { table, ensureSchema, sweepIntervalMs, sweepBatchSize } = options;
-  if (table !== undefined && !(typeof table === 'string' && TABLE_NAME.test(table))) {
-    const got = JSON.stringify(table) ?? typeof table;
-    return `table must be a table name, optionally schema-qualified (letters, digits, _): ${got}`;
-  }
-  if (table !== undefined && table.length > MAX_NAME) {
-    return (
-      `table must be at most ${MAX_NAME} characters with its schema (it names the NOTIFY ` +
-      `channel), got ${table.length}`
-    );
-  }
-  if (ensureSchema !== undefined && typeof ensureSchema !== 'boolean') {
-    return `ensureSchema must be a boolean, got ${typeof ensureSchema}`;
-  }
-  if (
-    sweepIntervalMs !== undefined &&
-    !(Number.isSafeInteger(sweepIntervalMs) && sweepIntervalMs >= 0 && sweepIntervalMs < 2 ** 31)
-  ) {
-    const got = String(sweepIntervalMs);
-    return `sweepIntervalMs must be a whole number of ms from 0 to ${2 ** 31 - 1}, got ${got}`;
-  }
-  if (
-    sweepBatchSize !== undefined &&
-    !(Number.isSafeInteger(sweepBatchSize) && sweepBatchSize > 0)
-  ) {
-    return `sweepBatchSize must be a positive whole number, got ${String(sweepBatchSize)}`;
-  }
-  return undefined;
+  return checkSqlStoreOptions(options, MAX_NAME, ' (it names the NOTIFY channel)');
 }
 
 /** Whether `value` is a node-postgres `Pool` (a `Client` has no totalCount). */

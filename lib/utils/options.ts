@@ -12,6 +12,7 @@ import type {
 import { checkPostgresOption } from '../stores/postgres-options';
 import { parseDuration } from './duration';
 import { checkEncryptionOption } from './encryption';
+import { checkMysqlOption } from '../stores/mysql-options';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -274,6 +275,13 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
   if (options.postgres !== undefined) {
     if (redis !== undefined) fail('redis and postgres are two stores: set one of them');
     const problem = checkPostgresOption(options.postgres);
+    if (problem) fail(problem);
+  }
+  if (options.mysql !== undefined) {
+    if (redis !== undefined || options.postgres !== undefined) {
+      fail('mysql is a store of its own: set one of redis, postgres and mysql');
+    }
+    const problem = checkMysqlOption(options.mysql);
     if (problem) fail(problem);
   }
   if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {

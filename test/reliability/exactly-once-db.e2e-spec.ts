@@ -1,7 +1,9 @@
 import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import type { Pool as MysqlPool } from 'mysql2/promise';
 import type { Pool } from 'pg';
+import { dropMysqlTable, testMysqlPool, testMysqlUrl } from '../support/mysql';
 import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { post } from '../support/test-app';
@@ -15,6 +17,8 @@ import { AppProcess, buildLibrary } from './app-process';
  * record's completion commit together: one row per key, always. With Redis the row commits by
  * itself before the completion is stored: a crash in between runs the payment again on retry,
  * and the test reports how often. Rows are counted in the database, never through the module.
+ * The transactional crash and zombie tests run on PostgreSQL and on MariaDB (the MySQL store,
+ * payments in MariaDB through TypeORM's mysql driver).
  * RELIABILITY_FULL=1 (npm run test:reliability) runs a bigger storm.
  */
 const FULL = process.env.RELIABILITY_FULL === '1';
@@ -44,16 +48,84 @@ interface Attempt {
   result: number | 'network';
 }
 
-describe('exactly-once side effects in PostgreSQL', () => {
+/** A database the payments (and the records, transactional) live in, seen by the test. */
+interface Database {
+  name: 'PostgreSQL' | 'MariaDB';
+  /** The payments app's STORE and its URL variable. */
+  env: Record<string, string>;
+  createPayments(table: string): Promise<void>;
+  /** Payment rows, in insertion order. */
+  payments(table: string, key?: string): Promise<{ id: number; key: string; pid: number }[]>;
+  /** The record's state and the ms its lease has left, on the database's clock. */
+  record(table: string, key: string): Promise<{ state: string; left_ms: number }[]>;
+  drop(table: string): Promise<void>;
+}
+
+describe('exactly-once side effects in PostgreSQL and MariaDB', () => {
   const prefix = uniquePrefix('exactly-once-db');
-  const tables: string[] = [];
+  const tables: { db: Database; table: string }[] = [];
   const apps: AppProcess[] = [];
   let pool: Pool;
+  let mysql: MysqlPool;
   let redis: Redis;
+
+  const postgres: Database = {
+    name: 'PostgreSQL',
+    env: { STORE: 'postgres', POSTGRES_URL: testPostgresUrl() },
+    createPayments: async (table) =>
+      void (await pool.query(
+        `CREATE TABLE "${table}" (id serial PRIMARY KEY, key text NOT NULL, pid int NOT NULL, ` +
+          'created_at timestamptz NOT NULL DEFAULT clock_timestamp())',
+      )),
+    payments: async (table, key) =>
+      (
+        await pool.query<{ id: number; key: string; pid: number }>(
+          `SELECT id, key, pid FROM "${table}" WHERE $1::text IS NULL OR key = $1 ORDER BY id`,
+          [key ?? null],
+        )
+      ).rows,
+    record: async (table, key) =>
+      (
+        await pool.query<{ state: string; left_ms: number }>(
+          `SELECT state, (extract(epoch FROM expires_at - statement_timestamp()) * 1000)::float8
+             AS left_ms FROM "${table}" WHERE key = $1`,
+          [key],
+        )
+      ).rows,
+    drop: (table) => dropTable(pool, table),
+  };
+  const mariadb: Database = {
+    name: 'MariaDB',
+    env: { STORE: 'mysql', MYSQL_URL: testMysqlUrl() },
+    createPayments: async (table) =>
+      void (await mysql.query(
+        `CREATE TABLE \`${table}\` (id INT AUTO_INCREMENT PRIMARY KEY, \`key\` VARCHAR(100) ` +
+          'NOT NULL, pid INT NOT NULL, created_at DATETIME(6) NOT NULL DEFAULT NOW(6)) ENGINE=InnoDB',
+      )),
+    payments: async (table, key) =>
+      (
+        await mysql.query(
+          `SELECT id, \`key\`, pid FROM \`${table}\` WHERE ? IS NULL OR \`key\` = ? ORDER BY id`,
+          [key ?? null, key ?? null],
+        )
+      )[0] as { id: number; key: string; pid: number }[],
+    record: async (table, key) =>
+      (
+        (
+          await mysql.query(
+            `SELECT state, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at) / 1000
+               AS left_ms FROM \`${table}\` WHERE \`key\` = ?`,
+            [key],
+          )
+        )[0] as { state: string; left_ms: string }[]
+      ).map((row) => ({ state: row.state, left_ms: Number(row.left_ms) })),
+    drop: (table) => dropMysqlTable(mysql, table),
+  };
 
   beforeAll(async () => {
     buildLibrary();
     pool = await testPool();
+    mysql = await testMysqlPool();
     redis = inspectionClient();
     await redis.ping().catch((error: Error) => {
       throw new Error(`these tests need Redis at ${testRedisUrl()}: ${error.message}`);
@@ -61,29 +133,25 @@ describe('exactly-once side effects in PostgreSQL', () => {
   }, 120_000);
   afterAll(async () => {
     await Promise.all(apps.map((app) => app.stop('SIGKILL')));
-    if (pool) {
-      for (const table of tables) await dropTable(pool, table);
-      await pool.end();
-    }
+    for (const { db, table } of tables) await db.drop(table);
+    await pool?.end();
+    await mysql?.end();
     if (redis) {
       await deleteKeysUnder(redis, prefix);
       await redis.quit();
     }
   });
 
-  async function paymentsTable(): Promise<string> {
+  async function paymentsTable(db: Database): Promise<string> {
     const table = uniqueTable('payments');
-    tables.push(table);
-    await pool.query(
-      `CREATE TABLE "${table}" (id serial PRIMARY KEY, key text NOT NULL, pid int NOT NULL, ` +
-        'created_at timestamptz NOT NULL DEFAULT clock_timestamp())',
-    );
+    tables.push({ db, table });
+    await db.createPayments(table);
     return table;
   }
 
-  function recordsTable(): string {
+  function recordsTable(db: Database): string {
     const table = uniqueTable('records');
-    tables.push(table);
+    tables.push({ db, table });
     return table;
   }
 
@@ -97,10 +165,11 @@ describe('exactly-once side effects in PostgreSQL', () => {
   }
 
   /** Payment rows per key. */
-  async function rowsPerKey(table: string): Promise<Map<string, { id: number; pid: number }[]>> {
-    const { rows } = await pool.query<{ id: number; key: string; pid: number }>(
-      `SELECT id, key, pid FROM "${table}" ORDER BY id`,
-    );
+  async function rowsPerKey(
+    db: Database,
+    table: string,
+  ): Promise<Map<string, { id: number; pid: number }[]>> {
+    const rows = await db.payments(table);
     const byKey = new Map<string, { id: number; pid: number }[]>();
     for (const row of rows) byKey.set(row.key, [...(byKey.get(row.key) ?? []), row]);
     return byKey;
@@ -212,8 +281,13 @@ describe('exactly-once side effects in PostgreSQL', () => {
    * cut: requests a killed app never answered, how many of those had inserted their row (its
    * `INSERTED` line), and how many of those rows are in the table (committed) or not (rolled back).
    */
-  async function tally(name: string, table: string, run: Awaited<ReturnType<typeof crashRun>>) {
-    const rows = await rowsPerKey(table);
+  async function tally(
+    name: string,
+    db: Database,
+    table: string,
+    run: Awaited<ReturnType<typeof crashRun>>,
+  ) {
+    const rows = await rowsPerKey(db, table);
     const victims = new Map(run.kills.map(({ victim }) => [victim.pid, victim]));
     // (app, key) pairs the app answered with a 2xx (after which the client stopped sending it).
     const answered = new Set(
@@ -275,47 +349,59 @@ describe('exactly-once side effects in PostgreSQL', () => {
     return { duplicated, rows, unanswered };
   }
 
-  it(`crash, PostgreSQL transactional: ${RUN.keys} keys, ${RUN.kills} SIGKILLs, exactly one payment per key`, async () => {
-    const payments = await paymentsTable();
-    const run = await crashRun({
-      STORE: 'postgres',
-      PAYMENTS_TABLE: payments,
-      RECORDS_TABLE: recordsTable(),
-    });
-    const { duplicated, rows } = await tally('PostgreSQL (transactional)', payments, run);
-    expect(duplicated.map((key) => [key, rows.get(key)])).toEqual([]);
-  }, 300_000);
+  it.each([
+    ['PostgreSQL', () => postgres],
+    ['MariaDB', () => mariadb],
+  ])(
+    `crash, %s transactional: ${RUN.keys} keys, ${RUN.kills} SIGKILLs, exactly one payment per key`,
+    async (_, of) => {
+      const db = of();
+      const payments = await paymentsTable(db);
+      const run = await crashRun({
+        ...db.env,
+        PAYMENTS_TABLE: payments,
+        RECORDS_TABLE: recordsTable(db),
+      });
+      const { duplicated, rows } = await tally(`${db.name} (transactional)`, db, payments, run);
+      expect(duplicated.map((key) => [key, rows.get(key)])).toEqual([]);
+    },
+    300_000,
+  );
 
   it(`crash, Redis (baseline): ${RUN.keys} keys, ${RUN.kills} SIGKILLs, duplicates reported`, async () => {
-    const payments = await paymentsTable();
+    const payments = await paymentsTable(postgres);
     const run = await crashRun({
       STORE: 'redis',
       REDIS_URL: testRedisUrl(),
       KEY_PREFIX: `${prefix}crash:`,
       PAYMENTS_TABLE: payments,
     });
-    const { duplicated, unanswered } = await tally('Redis', payments, run);
+    const { duplicated, unanswered } = await tally('Redis', postgres, payments, run);
     // Not asserted zero: this is the crash window no Redis-based layer closes. Every duplicate
     // is in it, though: one of its payments was committed by a killed app that never answered.
     expect(duplicated.filter((key) => !unanswered.includes(key))).toEqual([]);
   }, 300_000);
 
-  describe('zombie, PostgreSQL transactional', () => {
+  describe.each([
+    ['PostgreSQL', () => postgres],
+    ['MariaDB', () => mariadb],
+  ])('zombie, %s transactional', (_, of) => {
+    let db: Database;
     let records: string;
     let payments: string;
     let a: AppProcess;
     let b: AppProcess;
 
     beforeAll(async () => {
-      records = recordsTable();
-      payments = await paymentsTable();
-      const env = { STORE: 'postgres', PAYMENTS_TABLE: payments, RECORDS_TABLE: records };
+      db = of();
+      records = recordsTable(db);
+      payments = await paymentsTable(db);
+      const env = { ...db.env, PAYMENTS_TABLE: payments, RECORDS_TABLE: records };
       [a, b] = await Promise.all([start(env), start(env)]);
     }, 60_000);
 
     const rowsOf = async (key: string) =>
-      (await pool.query<{ pid: number }>(`SELECT pid FROM "${payments}" WHERE key = $1`, [key]))
-        .rows;
+      (await db.payments(payments, key)).map(({ pid }) => ({ pid }));
 
     /** The store key A claimed for its request with `key`, once A inserted its payment. */
     const claimedKey = () =>
@@ -324,11 +410,7 @@ describe('exactly-once side effects in PostgreSQL', () => {
     /** Resolves once the record's lease has run out on the database's clock (still A's). */
     async function leaseExpired(recordKey: string): Promise<void> {
       for (;;) {
-        const { rows } = await pool.query<{ state: string; left_ms: number }>(
-          `SELECT state, (extract(epoch FROM expires_at - statement_timestamp()) * 1000)::float8
-             AS left_ms FROM "${records}" WHERE key = $1`,
-          [recordKey],
-        );
+        const rows = await db.record(records, recordKey);
         expect(rows).toHaveLength(1);
         expect(rows[0].state).toBe('p'); // A neither completed nor released it
         if (rows[0].left_ms <= 0) return;

@@ -1,0 +1,120 @@
+/**
+ * The MySQL/MariaDB store's options and their checks, shared by the store's constructor and the
+ * module's validation (which runs before any store exists, and must not load mysql2).
+ */
+import type { Pool, PoolOptions } from 'mysql2';
+import type { Pool as PromisePool } from 'mysql2/promise';
+import { checkSqlStoreOptions } from './sql/options';
+
+/** Options of `MysqlIdempotencyStore`. */
+export interface MysqlIdempotencyStoreOptions {
+  /**
+   * The records' table, optionally qualified by its database (`'billing.idempotency_records'`):
+   * letters, digits and `_`, at most 64 characters in all. Default: `'idempotency_records'` (see
+   * `sql/mysql/` in the package).
+   */
+  table?: string;
+  /**
+   * Create the table (and, for a qualified name, its database) when missing, with the statements
+   * of `sql/mysql/001_idempotency_records.sql`: at boot, or on first use when the database was
+   * down then. Default: false: apply the SQL file with your migrations.
+   */
+  ensureSchema?: boolean;
+  /**
+   * How often expired records are deleted, in milliseconds; `0` disables it (then delete them
+   * yourself). Default: 60 000.
+   */
+  sweepIntervalMs?: number;
+  /**
+   * Most rows one sweeper statement deletes; a sweep repeats it until a batch comes back short,
+   * each batch its own short statement. Default: 500.
+   */
+  sweepBatchSize?: number;
+  /**
+   * Longest pause, in milliseconds, between two checks of the records that waiting duplicates
+   * (`onConflict: 'wait'`) wait on, when their holder runs in another process. The first check
+   * comes 25 ms after a wait starts, and the pause doubles up to this. Default: 1 000.
+   */
+  waitPollMaxMs?: number;
+  /**
+   * Whether `MysqlIdempotencyStore.close()` ends the pool. Default false: a pool you pass in
+   * stays yours. The module sets it only for pools it created itself.
+   */
+  ownsPool?: boolean;
+}
+
+/**
+ * The module option `mysql` in its object form: where to connect, and the store's options. Give
+ * `uri` or `pool`.
+ */
+export interface IdempotencyMysqlConfig extends Omit<MysqlIdempotencyStoreOptions, 'ownsPool'> {
+  /** `mysql://` URL of a pool the module creates, and ends on application shutdown. */
+  uri?: string;
+  /** Your mysql2 pool (`createPool()`, callback or promise API), never ended by the module. */
+  pool?: Pool | PromisePool;
+  /**
+   * More settings of the pool the module creates (`connectionLimit`, `ssl`...), over its
+   * defaults: `connectTimeout` = the module's `storeTimeout`, `enableKeepAlive: true`.
+   */
+  poolConfig?: PoolOptions;
+}
+
+/** MySQL's longest identifier (64) for the table, plus its database and the dot. */
+const MAX_NAME = 129;
+
+/** Why `options` are invalid (starting with the option's name), or undefined when they are valid. */
+export function checkMysqlStoreOptions(options: MysqlIdempotencyStoreOptions): string | undefined {
+  const problem = checkSqlStoreOptions(options, MAX_NAME);
+  if (problem) return problem;
+  const parts = options.table?.split('.') ?? [];
+  if (parts.some((part) => part.length > 64)) {
+    return `table: each part of the name must be at most 64 characters, got ${options.table}`;
+  }
+  const poll = options.waitPollMaxMs;
+  if (poll !== undefined && !(Number.isSafeInteger(poll) && poll >= 25 && poll < 2 ** 31)) {
+    return `waitPollMaxMs must be a whole number of ms from 25 to ${2 ** 31 - 1}, got ${poll}`;
+  }
+  return undefined;
+}
+
+/** Whether `value` is a mysql2 pool, callback or promise API (a connection has no getConnection). */
+export function isMysqlPool(value: unknown): value is Pool | PromisePool {
+  const pool = value as Partial<Record<'query' | 'getConnection' | 'end', unknown>> | null;
+  return (
+    typeof pool?.query === 'function' &&
+    typeof pool.getConnection === 'function' &&
+    typeof pool.end === 'function'
+  );
+}
+
+/**
+ * Why the `mysql` module option is invalid (a message naming it), or undefined when it is valid:
+ * a connection string, a mysql2 pool, or a config with one of uri and pool, and valid options.
+ */
+export function checkMysqlOption(value: unknown): string | undefined {
+  const shape = 'mysql must be a connection string, a mysql2 pool or { uri | pool, ... }';
+  if (typeof value === 'string') return value.trim() === '' ? shape : undefined;
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) return shape;
+  if (isMysqlPool(value)) return undefined;
+  const config = value as IdempotencyMysqlConfig;
+  if (config.uri !== undefined && config.pool !== undefined) {
+    return 'mysql takes uri or pool, not both';
+  }
+  if (config.uri === undefined && config.pool === undefined && config.poolConfig === undefined) {
+    return 'mysql needs uri, pool or poolConfig';
+  }
+  if (config.uri !== undefined && (typeof config.uri !== 'string' || config.uri.trim() === '')) {
+    return 'mysql.uri must be a non-empty string';
+  }
+  if (config.pool !== undefined && !isMysqlPool(config.pool)) {
+    return 'mysql.pool must be a mysql2 pool';
+  }
+  if (
+    config.poolConfig !== undefined &&
+    (typeof config.poolConfig !== 'object' || !config.poolConfig)
+  ) {
+    return 'mysql.poolConfig must be mysql2 pool settings (an object)';
+  }
+  const problem = checkMysqlStoreOptions(config);
+  return problem && `mysql.${problem}`;
+}

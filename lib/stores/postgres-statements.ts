@@ -1,0 +1,163 @@
+/**
+ * The PostgreSQL store's SQL: its statements for one table (each operation one statement) and the
+ * DDL of `sql/001_idempotency_records.sql`. Times are always the database's clock.
+ */
+import { createHash } from 'node:crypto';
+
+export const DEFAULT_TABLE = 'idempotency_records';
+
+/** What a notification's first character says happened to the record named by the rest. */
+export const enum Outcome {
+  Completed = 'c',
+  Released = 'r',
+  Deleted = 'd',
+}
+
+/** `name` as a quoted identifier, each part of a qualified name quoted on its own. */
+export function quote(name: string): string {
+  return name
+    .split('.')
+    .map((part) => `"${part}"`)
+    .join('.');
+}
+
+/** `statement_timestamp() + $n milliseconds`: the database's clock, never the app's. */
+const inMs = (param: string) =>
+  `statement_timestamp() + ${param}::float8 * interval '1 millisecond'`;
+/** Milliseconds from the statement's time to `column` (negative when it is past). */
+const msUntil = (column: string) =>
+  `(extract(epoch FROM ${column} - statement_timestamp()) * 1000)::float8`;
+
+/** The statements of the store for one table; `$n` are bound in the order the methods pass them. */
+export function statements(table: string) {
+  const t = quote(table);
+  return {
+    /**
+     * Input: $1 key, $2 owner token, $3 fingerprint ('' = not compared), $4 lease ms,
+     * $5 the caller waits (mark the pending record so that its outcome is notified).
+     * Output: one row: `claimed`, `marked`, and the live record the statement's snapshot saw
+     * (`state` NULL when none); `meta` and `body` only for a replay, so that a 409 or 422 never
+     * reads (or detoasts) a stored body.
+     *
+     * The INSERT only runs when the snapshot has no live record, so a replay, a 409 or a 422
+     * writes nothing (no row lock, no dead tuple, no WAL). ON CONFLICT takes over an expired
+     * record, pending or completed, under its row lock: a completion in flight for it (its
+     * owner's, maybe inside the app's transaction) commits first or not at all.
+     */
+    claim: `WITH inserted AS (
+  INSERT INTO ${t} AS r (key, state, fingerprint, owner, expires_at)
+  SELECT $1::text, 'p', $3::text, $2::text, ${inMs('$4')}
+  WHERE NOT EXISTS (SELECT FROM ${t} WHERE key = $1 AND expires_at > statement_timestamp())
+  ON CONFLICT (key) DO UPDATE
+    SET state = 'p', fingerprint = excluded.fingerprint, owner = excluded.owner, waiting = false,
+      meta = NULL, body = NULL, completed_at = NULL, expires_at = excluded.expires_at
+    WHERE r.expires_at <= statement_timestamp()
+  RETURNING 1
+), marked AS (
+  UPDATE ${t} SET waiting = true
+  WHERE $5::boolean AND key = $1 AND state = 'p' AND NOT waiting
+    AND expires_at > statement_timestamp() AND ($3 = '' OR fingerprint IN ('', $3))
+  RETURNING 1
+)
+SELECT EXISTS (SELECT FROM inserted) AS claimed, EXISTS (SELECT FROM marked) AS marked,
+  r.state, r.waiting, ${msUntil('r.expires_at')} AS left_ms,
+  $3 <> '' AND r.fingerprint <> '' AND r.fingerprint <> $3 AS mismatch,
+  CASE WHEN r.state = 'c' AND ($3 = '' OR r.fingerprint IN ('', $3)) THEN r.meta END AS meta,
+  CASE WHEN r.state = 'c' AND ($3 = '' OR r.fingerprint IN ('', $3)) THEN r.body END AS body
+FROM (SELECT) AS one
+LEFT JOIN ${t} r ON r.key = $1 AND r.expires_at > statement_timestamp()`,
+
+    /**
+     * Input: $1 key, $2 owner token, $3 meta, $4 body, $5 retention ms, $6 channel.
+     * Output: `n` 1 stored, 0 not the owner. Fenced by the token only: an expired record nobody
+     * took over is still its owner's (a takeover is serialised with this by the row lock).
+     * A waited-on record notifies 'c' + key; the body never goes in a notification (8000 bytes
+     * at most): waiters claim to replay it. Inside a transaction the NOTIFY leaves at commit.
+     * A SELECT over the CTE, so that every driver returns the row (TypeORM does not for UPDATE).
+     */
+    complete: `WITH done AS (
+  UPDATE ${t} SET state = 'c', owner = NULL, meta = $3, body = $4,
+    completed_at = statement_timestamp(), expires_at = ${inMs('$5')}
+  WHERE key = $1 AND state = 'p' AND owner = $2
+  RETURNING waiting
+)
+SELECT count(*)::int AS n,
+  count(pg_notify($6, '${Outcome.Completed}' || $1)) FILTER (WHERE waiting) AS notified
+FROM done`,
+
+    /** Input: $1 key, $2 owner token, $3 channel. Output: `n` 1 released, 0 not the owner. */
+    release: `WITH gone AS (
+  DELETE FROM ${t} WHERE key = $1 AND state = 'p' AND owner = $2 RETURNING waiting
+)
+SELECT count(*)::int AS n,
+  count(pg_notify($3, '${Outcome.Released}' || $1)) FILTER (WHERE waiting) AS notified
+FROM gone`,
+
+    /** Input: $1 key, $2 owner token, $3 lease ms. Affects 1 row when extended. */
+    extend: `UPDATE ${t} SET expires_at = ${inMs('$3')}
+WHERE key = $1 AND state = 'p' AND owner = $2`,
+
+    /** Input: $1 key. Output: the live record, if any; never its body. */
+    inspect: `SELECT state, meta, octet_length(body) AS bytes, ${msUntil('expires_at')} AS left_ms,
+  (extract(epoch FROM statement_timestamp() - completed_at) * 1000)::float8 AS age_ms
+FROM ${t} WHERE key = $1 AND expires_at > statement_timestamp()`,
+
+    /** Input: $1 key, $2 channel. Output: `n` 1 when a live record was deleted. */
+    delete: `WITH gone AS (
+  DELETE FROM ${t} WHERE key = $1 RETURNING expires_at > statement_timestamp() AS live
+)
+SELECT (count(*) FILTER (WHERE live))::int AS n,
+  count(pg_notify($2, '${Outcome.Deleted}' || $1)) AS notified
+FROM gone`,
+
+    /**
+     * Input: $1 batch size. Deletes up to that many expired rows; rows another transaction holds
+     * (a takeover, a completion in flight) are skipped, so sweepers of several instances and the
+     * request path never wait on each other.
+     */
+    sweep: `DELETE FROM ${t} WHERE ctid = ANY (ARRAY (
+  SELECT ctid FROM ${t} WHERE expires_at <= statement_timestamp()
+  LIMIT $1 FOR UPDATE SKIP LOCKED
+))`,
+  };
+}
+
+/**
+ * The expiry index's name: `<table>_expires_at_idx`, or, when that is longer than PostgreSQL keeps
+ * (63 bytes; it would cut the name short, to the table's own name when that is 63 long, and
+ * `CREATE INDEX IF NOT EXISTS` would then skip it), the table's name cut to fit with a hash of
+ * it: still unique to the table.
+ */
+export function expiryIndexName(table: string): string {
+  const name = `${table}_expires_at_idx`;
+  if (Buffer.byteLength(name) <= 63) return name;
+  const hash = createHash('sha256').update(table).digest('hex').slice(0, 8);
+  return `${table.slice(0, 63 - '_expires_at_idx'.length - 9)}_${hash}_expires_at_idx`;
+}
+
+/**
+ * The DDL of `sql/001_idempotency_records.sql` for `table`, as one implicit transaction. The
+ * advisory lock keeps app instances booting together from racing on `CREATE TABLE IF NOT EXISTS`
+ * (which can fail with a duplicate key on pg_type when two run at once).
+ */
+export function postgresSchemaSql(table = DEFAULT_TABLE): string {
+  const t = quote(table);
+  const index = quote(expiryIndexName(table.split('.').pop()!));
+  const dot = table.indexOf('.');
+  const schema = dot < 0 ? '' : `CREATE SCHEMA IF NOT EXISTS ${quote(table.slice(0, dot))};\n`;
+  return `SELECT pg_advisory_xact_lock(hashtext('nestjs-idempotency ${table}'));
+${schema}CREATE TABLE IF NOT EXISTS ${t} (
+  key text PRIMARY KEY,
+  state "char" NOT NULL CHECK (state IN ('p', 'c')),
+  waiting boolean NOT NULL DEFAULT false,
+  fingerprint text NOT NULL,
+  owner text,
+  meta text,
+  body bytea,
+  completed_at timestamptz,
+  expires_at timestamptz NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ${index} ON ${t} (expires_at);`;
+}
+
+export type Statements = ReturnType<typeof statements>;
