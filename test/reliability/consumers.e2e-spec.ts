@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { MQTT_URL, requireBroker, RMQ_URL } from '../support/microservice-app';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { AppProcess, buildLibrary } from './app-process';
-import { publishingOrder, until } from './stream';
+import { publishingOrder, unsettledOn, until } from './stream';
 
 /**
  * Consumers SIGKILLed mid-stream while a broker redelivers and a publisher sends duplicates: every
@@ -37,19 +37,9 @@ describe('message consumers killed mid-stream', () => {
     const lost = unique.filter((id) => !Number(effects[id]));
     const twice = unique.filter((id) => Number(effects[id]) > 1);
     // The crash window: a killed consumer started the side effect but never stored the outcome.
-    const window = new Set(
-      killed.flatMap((c) => {
-        const settled = new Set(c.reports('SETTLED'));
-        return c.reports('EFFECT').filter((id) => !settled.has(id));
-      }),
-    );
+    const window = unsettledOn(killed, 'EFFECT');
     // Delivered to a killed consumer (MQTT: acked on arrival) and never to anyone who settled it.
-    const unsettledOnKilled = new Set(
-      killed.flatMap((c) => {
-        const settled = new Set(c.reports('SETTLED'));
-        return c.reports('DELIVER').filter((id) => !settled.has(id));
-      }),
-    );
+    const unsettledOnKilled = unsettledOn(killed, 'DELIVER');
     return { unique, lost, twice, window, unsettledOnKilled };
   }
 

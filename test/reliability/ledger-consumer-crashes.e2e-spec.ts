@@ -5,7 +5,7 @@ import { requireBroker, RMQ_URL } from '../support/microservice-app';
 import { testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { AppProcess, buildLibrary } from './app-process';
-import { publishingOrder, until } from './stream';
+import { publishingOrder, unsettledOn, until } from './stream';
 
 /**
  * A RabbitMQ manual-ack consumer whose handler writes a ledger row, SIGKILLed twice mid-stream
@@ -135,12 +135,7 @@ describe.each(STORES)('RabbitMQ ledger consumer killed mid-stream: $name', (stor
       const lost = [...unique].filter((id) => !written.get(id));
       const twice = [...unique].filter((id) => written.get(id)! > 1);
       // The crash window: a killed consumer started the insert but never stored the outcome.
-      const window = new Set(
-        killed.flatMap((c) => {
-          const settled = new Set(c.reports('SETTLED'));
-          return c.reports('EFFECT').filter((id) => !settled.has(id));
-        }),
-      );
+      const window = unsettledOn(killed, 'EFFECT');
       // Each kill came mid-stream: the victim held deliveries it had not settled.
       const unsettled = killed.map(
         (c) => c.reports('DELIVER').length - c.reports('SETTLED').length,

@@ -32,3 +32,22 @@ export function until(condition: () => boolean | Promise<boolean>, ms: number): 
     }, 50);
   });
 }
+
+/** What a consumer process reported (AppProcess): lines of a word, their rest. */
+interface Reporter {
+  reports(word: string): string[];
+}
+
+/**
+ * The ids `word` reported by killed consumers that they never SETTLED: with `EFFECT`, the crash
+ * window (the side effect started, its outcome never stored); with `DELIVER`, the deliveries they
+ * held when killed.
+ */
+export function unsettledOn(killed: Reporter[], word: string): Set<string> {
+  return new Set(
+    killed.flatMap((c) => {
+      const settled = new Set(c.reports('SETTLED'));
+      return c.reports(word).filter((id) => !settled.has(id));
+    }),
+  );
+}
