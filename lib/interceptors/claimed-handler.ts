@@ -7,6 +7,7 @@ import {
   IdempotencyInProgressError,
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
+import { queryableTransaction } from '../stores/orm-transactions';
 import { loadPeer } from '../utils/load-optional';
 import type { CompletionWrite, OutcomeRecorder } from './outcome-recorder';
 import { type Route, timeRun } from './route-resolver';
@@ -137,7 +138,7 @@ export class ClaimedHandler {
         await collect(next.handle(), values);
         ran();
         const write: CompletionWrite = (owner, response) =>
-          this.calls.completeInTransaction(host.tx, owner, response);
+          this.calls.completeInTransaction(queryableTransaction(host.tx), owner, response);
         let outcome;
         try {
           outcome = await this.recorder.success(context, adapter, claim, values, write);

@@ -23,8 +23,11 @@ export class AppProcess {
   private waiters: { pattern: RegExp; resolve: (line: string) => void }[] = [];
   url = '';
 
+  private readonly output: ReturnType<typeof createInterface>;
+
   private constructor(readonly child: ChildProcess) {
-    createInterface({ input: child.stdout! }).on('line', (line) => {
+    this.output = createInterface({ input: child.stdout! });
+    this.output.on('line', (line) => {
       this.lines.push(line);
       for (const waiter of [...this.waiters]) {
         if (!waiter.pattern.test(line)) continue;
@@ -62,6 +65,19 @@ export class AppProcess {
     const seen = this.lines.find((line) => pattern.test(line));
     if (seen) return Promise.resolve(seen);
     return new Promise((resolve) => this.waiters.push({ pattern, resolve }));
+  }
+
+  /** Resolves once the process printed `count` reports of `word` (checked at each line). */
+  waitForReports(word: string, count: number): Promise<void> {
+    return new Promise((resolve) => {
+      const check = () => {
+        if (this.reports(word).length < count) return;
+        this.output.off('line', check);
+        resolve();
+      };
+      this.output.on('line', check);
+      check();
+    });
   }
 
   /** Lines starting with `word ` (the fixture's reports), their rest. */

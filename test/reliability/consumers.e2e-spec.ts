@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { MQTT_URL, requireBroker, RMQ_URL } from '../support/microservice-app';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { AppProcess, buildLibrary } from './app-process';
+import { publishingOrder, unsettledOn, until } from './stream';
 
 /**
  * Consumers SIGKILLed mid-stream while a broker redelivers and a publisher sends duplicates: every
@@ -15,36 +16,6 @@ import { AppProcess, buildLibrary } from './app-process';
 const MESSAGES = 300;
 const DUPLICATE_SHARE = 0.4;
 const LOCK_TTL = 2_000;
-
-/** 300 event ids in publishing order, 40% of them repeats of an earlier one (seeded). */
-function publishingOrder(): string[] {
-  let seed = 42;
-  const next = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
-  const run = randomUUID().slice(0, 8);
-  const ids: string[] = [];
-  for (let i = 0; i < MESSAGES; i++) {
-    ids.push(i > 0 && next() < DUPLICATE_SHARE ? ids[Math.floor(next() * i)] : `${run}-${i}`);
-  }
-  return ids;
-}
-
-/** Resolves once `condition` holds (about what other processes did: checked every 50 ms). */
-function until(condition: () => boolean | Promise<boolean>, ms: number) {
-  return new Promise<void>((resolve, reject) => {
-    const deadline = setTimeout(() => {
-      clearInterval(check);
-      reject(new Error(`condition not met within ${ms} ms`));
-    }, ms);
-    const check = setInterval(() => {
-      void Promise.resolve(condition()).then((met) => {
-        if (!met) return;
-        clearInterval(check);
-        clearTimeout(deadline);
-        resolve();
-      }, reject);
-    }, 50);
-  });
-}
 
 describe('message consumers killed mid-stream', () => {
   const prefix = uniquePrefix('consumers');
@@ -66,19 +37,9 @@ describe('message consumers killed mid-stream', () => {
     const lost = unique.filter((id) => !Number(effects[id]));
     const twice = unique.filter((id) => Number(effects[id]) > 1);
     // The crash window: a killed consumer started the side effect but never stored the outcome.
-    const window = new Set(
-      killed.flatMap((c) => {
-        const settled = new Set(c.reports('SETTLED'));
-        return c.reports('EFFECT').filter((id) => !settled.has(id));
-      }),
-    );
+    const window = unsettledOn(killed, 'EFFECT');
     // Delivered to a killed consumer (MQTT: acked on arrival) and never to anyone who settled it.
-    const unsettledOnKilled = new Set(
-      killed.flatMap((c) => {
-        const settled = new Set(c.reports('SETTLED'));
-        return c.reports('DELIVER').filter((id) => !settled.has(id));
-      }),
-    );
+    const unsettledOnKilled = unsettledOn(killed, 'DELIVER');
     return { unique, lost, twice, window, unsettledOnKilled };
   }
 
@@ -104,7 +65,7 @@ describe('message consumers killed mid-stream', () => {
     const consumers: AppProcess[] = [];
     try {
       consumers.push(await start(), await start());
-      const ids = publishingOrder();
+      const ids = publishingOrder(MESSAGES, DUPLICATE_SHARE);
       for (const eventId of ids) {
         const message = { pattern: 'ledger.entry', data: { eventId } };
         channel.sendToQueue(queue, Buffer.from(JSON.stringify(message)));
@@ -183,7 +144,7 @@ describe('message consumers killed mid-stream', () => {
     const consumers: AppProcess[] = [];
     try {
       consumers.push(await start());
-      const ids = publishingOrder();
+      const ids = publishingOrder(MESSAGES, DUPLICATE_SHARE);
       const unique = [...new Set(ids)];
       const killed: AppProcess[] = [];
       // Half the messages per consumer; each is killed once it has run 30 handlers.

@@ -1,0 +1,53 @@
+import { randomUUID } from 'node:crypto';
+
+/**
+ * `count` event ids in publishing order, `duplicateShare` of them repeats of an earlier one
+ * (seeded, so every run publishes the same pattern), unique to this run.
+ */
+export function publishingOrder(count: number, duplicateShare: number): string[] {
+  let seed = 42;
+  const next = () => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
+  const run = randomUUID().slice(0, 8);
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    ids.push(i > 0 && next() < duplicateShare ? ids[Math.floor(next() * i)] : `${run}-${i}`);
+  }
+  return ids;
+}
+
+/** Resolves once `condition` holds (about what other processes did: checked every 50 ms). */
+export function until(condition: () => boolean | Promise<boolean>, ms: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const deadline = setTimeout(() => {
+      clearInterval(check);
+      reject(new Error(`condition not met within ${ms} ms`));
+    }, ms);
+    const check = setInterval(() => {
+      void Promise.resolve(condition()).then((met) => {
+        if (!met) return;
+        clearInterval(check);
+        clearTimeout(deadline);
+        resolve();
+      }, reject);
+    }, 50);
+  });
+}
+
+/** What a consumer process reported (AppProcess): lines of a word, their rest. */
+interface Reporter {
+  reports(word: string): string[];
+}
+
+/**
+ * The ids `word` reported by killed consumers that they never SETTLED: with `EFFECT`, the crash
+ * window (the side effect started, its outcome never stored); with `DELIVER`, the deliveries they
+ * held when killed.
+ */
+export function unsettledOn(killed: Reporter[], word: string): Set<string> {
+  return new Set(
+    killed.flatMap((c) => {
+      const settled = new Set(c.reports('SETTLED'));
+      return c.reports(word).filter((id) => !settled.has(id));
+    }),
+  );
+}
