@@ -21,3 +21,4 @@ export type { ResponseSnapshot } from './utils/response-codec';
 export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS } from './utils/principal';
 export { IdempotencySerializerError } from './interceptors/serializers';
 export { rmqManualAck } from './microservices/rmq-manual-ack';
+export * from './propagation';

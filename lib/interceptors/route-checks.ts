@@ -1,5 +1,6 @@
 import type { ModuleRef, ModulesContainer } from '@nestjs/core';
 import { Reflector } from '@nestjs/core';
+import { preparePropagation } from '../propagation/install';
 import { PATTERN_METADATA, respondsItself } from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { assertTransactionalReady } from './claimed-handler';
@@ -24,11 +25,13 @@ export function checkRoutes(
   const reflector = new Reflector();
   const transactional: (true | { connectionName?: string })[] = [];
   const identities = new Map<string, { module: object; metatype: object; where: string }>();
+  let propagating = options.propagateKeys;
   for (const { module, metatype, handlers } of controllers(modules)) {
     for (const handler of handlers) {
       const route = routeOptions(reflector, options, metatype, handler);
       if (!route?.enabled) continue;
       const name = routeName(metatype, handler);
+      propagating ||= route.propagateKeys;
       if (route.transactional) {
         if (respondsItself(metatype, handler)) {
           throw new Error(
@@ -54,4 +57,5 @@ export function checkRoutes(
     }
   }
   assertTransactionalReady(transactional, store, moduleRef);
+  preparePropagation(propagating, options, modules);
 }

@@ -9,6 +9,7 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { checkPostgresOption } from '../stores/postgres-options';
+import { secretProblem } from '../propagation/derived-key';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -31,6 +32,7 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   storeErrors: [],
   transactional: false,
   statusHeader: false,
+  propagateKeys: false,
 };
 
 const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
@@ -48,7 +50,7 @@ const COUNTS = [
 /** Options that set a Node timer (lockTtl: its third), which fires at once past 2^31 - 1 ms. */
 const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
 const MAX_TIMER_MS = 2 ** 31 - 1;
-const FLAGS = ['enabled', 'required', 'failOpen'] as const;
+const FLAGS = ['enabled', 'required', 'failOpen', 'propagateKeys'] as const;
 const FUNCTIONS = ['key', 'onReplay', 'onReject'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Headers the outcome header may not be named: they mean something else to clients and proxies. */
@@ -237,6 +239,10 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
   }
   if (options.metrics !== undefined && typeof options.metrics !== 'boolean') {
     fail(`metrics must be a boolean, got ${typeof options.metrics}`);
+  }
+  if (options.keyDerivationSecret !== undefined) {
+    const problem = secretProblem(options.keyDerivationSecret);
+    if (problem) fail(problem);
   }
 }
 

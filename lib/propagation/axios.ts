@@ -1,0 +1,50 @@
+import type { ModulesContainer } from '@nestjs/core';
+import type { AxiosInstance, InternalAxiosRequestConfig } from 'axios';
+import { loadOptional } from '../utils/load-optional';
+import { isPropagating, propagatedKey } from './derived-key';
+import { httpLabel, isUnsafeMethod, parseUrl, PROPAGATED_HEADER } from './fetch';
+
+/** Axios instances that already carry the interceptor. */
+const keyed = new WeakSet<AxiosInstance>();
+
+/**
+ * Adds a request interceptor to every `@nestjs/axios` HttpService the app has (each HttpModule
+ * import has its own axios instance), when the app uses that optional peer at all. The
+ * interceptor runs only inside a propagating handler (axios's `runWhen`), so other requests
+ * through the same instance are untouched.
+ */
+export function propagateThroughHttpServices(modules: ModulesContainer): void {
+  const axios = loadOptional<{ HttpService: abstract new (...args: never[]) => object }>(
+    '@nestjs/axios',
+  );
+  if (!axios) return;
+  for (const module of modules.values()) {
+    for (const wrapper of module.providers.values()) {
+      const instance: unknown = wrapper.instance;
+      if (instance instanceof axios.HttpService) {
+        propagateThroughAxios((instance as unknown as { axiosRef: AxiosInstance }).axiosRef);
+      }
+    }
+  }
+}
+
+/**
+ * Makes an axios instance send a propagated `Idempotency-Key` on non-safe requests made inside a
+ * propagating handler, unless the request sets one. Axios runs request interceptors in the async
+ * context of the call, so the handler's claim is the one seen here.
+ */
+export function propagateThroughAxios(instance: AxiosInstance): void {
+  if (keyed.has(instance)) return;
+  keyed.add(instance);
+  instance.interceptors.request.use(
+    (config: InternalAxiosRequestConfig) => {
+      const method = config.method ?? 'get';
+      if (!isUnsafeMethod(method) || config.headers.has(PROPAGATED_HEADER)) return config;
+      const url = parseUrl(instance.getUri(config));
+      if (url) config.headers.set(PROPAGATED_HEADER, propagatedKey(httpLabel(method, url)));
+      return config;
+    },
+    undefined,
+    { runWhen: () => isPropagating() },
+  );
+}
