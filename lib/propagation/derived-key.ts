@@ -131,7 +131,7 @@ export function secretProblem(secret: unknown): string | undefined {
   if (bytes < MIN_SECRET_BYTES) {
     return (
       `keyDerivationSecret must be at least ${MIN_SECRET_BYTES} bytes (got ${bytes}): ` +
-      "e.g. require('node:crypto').randomBytes(32).toString('base64'), kept in your secrets"
+      'e.g. 32 random bytes in base64 (openssl rand -base64 32), kept with your other secrets'
     );
   }
   return undefined;
