@@ -1,6 +1,5 @@
 import type { ModulesContainer } from '@nestjs/core';
 import type { AxiosInstance, InternalAxiosRequestConfig } from 'axios';
-import { loadOptional } from '../utils/load-optional';
 import { isPropagating, propagatedKey } from './derived-key';
 import { httpLabel, isUnsafeMethod, parseUrl, PROPAGATED_HEADER } from './fetch';
 
@@ -9,23 +8,27 @@ const keyed = new WeakSet<AxiosInstance>();
 
 /**
  * Adds a request interceptor to every `@nestjs/axios` HttpService the app has (each HttpModule
- * import has its own axios instance), when the app uses that optional peer at all. The
- * interceptor runs only inside a propagating handler (axios's `runWhen`), so other requests
- * through the same instance are untouched.
+ * import has its own axios instance). The interceptor runs only inside a propagating handler
+ * (axios's `runWhen`), so other requests through the same instance are untouched. HttpServices
+ * are recognised by their class name and their axios instance rather than by loading
+ * `@nestjs/axios`: an app without it loads nothing, and its ESM-only releases need no import here.
  */
 export function propagateThroughHttpServices(modules: ModulesContainer): void {
-  const axios = loadOptional<{ HttpService: abstract new (...args: never[]) => object }>(
-    '@nestjs/axios',
-  );
-  if (!axios) return;
   for (const module of modules.values()) {
     for (const wrapper of module.providers.values()) {
-      const instance: unknown = wrapper.instance;
-      if (instance instanceof axios.HttpService) {
-        propagateThroughAxios((instance as unknown as { axiosRef: AxiosInstance }).axiosRef);
-      }
+      const instance = wrapper.instance as { axiosRef?: unknown } | null | undefined;
+      if (instance?.constructor?.name !== 'HttpService') continue;
+      if (isAxiosInstance(instance.axiosRef)) propagateThroughAxios(instance.axiosRef);
     }
   }
+}
+
+/** Whether `value` looks like an axios instance: request interceptors and `getUri`. */
+function isAxiosInstance(value: unknown): value is AxiosInstance {
+  const axios = value as Partial<AxiosInstance> | null | undefined;
+  return (
+    typeof axios?.getUri === 'function' && typeof axios.interceptors?.request?.use === 'function'
+  );
 }
 
 /**

@@ -113,9 +113,13 @@ function hasHeader(names: string[]): boolean {
 
 /** A copy of a NATS message's headers (a new set when none), from the NATS client library. */
 function natsHeaders(from: NatsHeaders | undefined): NatsHeaders | undefined {
-  const nats =
-    loadOptional<{ headers(): NatsHeaders }>('@nats-io/transport-node') ??
-    loadOptional<{ headers(): NatsHeaders }>('nats');
+  let nats: { headers(): NatsHeaders } | undefined;
+  try {
+    // NestJS 12's ClientNats uses @nats-io/transport-node, NestJS 11's the `nats` package.
+    nats = loadOptional('@nats-io/transport-node') ?? loadOptional('nats');
+  } catch {
+    // A client library that cannot be loaded here: the key goes into the payload instead.
+  }
   if (!nats) return undefined;
   const copy = nats.headers();
   for (const name of from?.keys() ?? []) {
