@@ -1,10 +1,38 @@
 import type { ModulesContainer } from '@nestjs/core';
-import type { AxiosInstance, InternalAxiosRequestConfig } from 'axios';
 import { isPropagating, propagatedKey } from './derived-key';
 import { httpLabel, isUnsafeMethod, parseUrl, PROPAGATED_HEADER } from './fetch';
 
+/** The parts of an axios request config used here (axios's InternalAxiosRequestConfig). */
+interface AxiosRequest {
+  method?: string;
+  headers: { has(name: string): boolean; set(name: string, value: string): unknown };
+}
+
+/** The parts of an axios instance used here. */
+interface AxiosLike {
+  getUri(config?: object): string;
+  interceptors: {
+    request: {
+      use(
+        onFulfilled: (config: AxiosRequest) => AxiosRequest,
+        onRejected?: null,
+        options?: { runWhen?: (config: AxiosRequest) => boolean },
+      ): number;
+    };
+  };
+}
+
+/**
+ * An axios instance (`axios.create()`, an HttpService's `axiosRef`), typed loosely so that the
+ * published types do not reference the optional `axios` package.
+ */
+export interface AxiosInstanceLike {
+  getUri(...args: never[]): string;
+  interceptors: { request: { use(...args: never[]): number } };
+}
+
 /** Axios instances that already carry the interceptor. */
-const keyed = new WeakSet<AxiosInstance>();
+const keyed = new WeakSet<object>();
 
 /**
  * Adds a request interceptor to every `@nestjs/axios` HttpService the app has (each HttpModule
@@ -18,14 +46,14 @@ export function propagateThroughHttpServices(modules: ModulesContainer): void {
     for (const wrapper of module.providers.values()) {
       const instance = wrapper.instance as { axiosRef?: unknown } | null | undefined;
       if (instance?.constructor?.name !== 'HttpService') continue;
-      if (isAxiosInstance(instance.axiosRef)) propagateThroughAxios(instance.axiosRef);
+      if (isAxiosLike(instance.axiosRef)) propagateThroughAxios(instance.axiosRef);
     }
   }
 }
 
 /** Whether `value` looks like an axios instance: request interceptors and `getUri`. */
-function isAxiosInstance(value: unknown): value is AxiosInstance {
-  const axios = value as Partial<AxiosInstance> | null | undefined;
+function isAxiosLike(value: unknown): value is AxiosLike {
+  const axios = value as Partial<AxiosLike> | null | undefined;
   return (
     typeof axios?.getUri === 'function' && typeof axios.interceptors?.request?.use === 'function'
   );
@@ -36,18 +64,20 @@ function isAxiosInstance(value: unknown): value is AxiosInstance {
  * propagating handler, unless the request sets one. Axios runs request interceptors in the async
  * context of the call, so the handler's claim is the one seen here.
  */
-export function propagateThroughAxios(instance: AxiosInstance): void {
-  if (keyed.has(instance)) return;
-  keyed.add(instance);
-  instance.interceptors.request.use(
-    (config: InternalAxiosRequestConfig) => {
+export function propagateThroughAxios(instance: AxiosInstanceLike): void {
+  const axios = instance as unknown as AxiosLike;
+  if (keyed.has(axios)) return;
+  keyed.add(axios);
+  axios.interceptors.request.use(
+    (config) => {
       const method = config.method ?? 'get';
       if (!isUnsafeMethod(method) || config.headers.has(PROPAGATED_HEADER)) return config;
-      const url = parseUrl(instance.getUri(config));
-      if (url) config.headers.set(PROPAGATED_HEADER, propagatedKey(httpLabel(method, url)));
+      const url = parseUrl(axios.getUri(config));
+      const key = url && propagatedKey(httpLabel(method, url));
+      if (key) config.headers.set(PROPAGATED_HEADER, key);
       return config;
     },
-    undefined,
+    null,
     { runWhen: () => isPropagating() },
   );
 }

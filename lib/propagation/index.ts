@@ -5,4 +5,4 @@ export {
   type DerivationSettings,
 } from './derived-key';
 export { runClaimed } from './run-claimed';
-export { propagateThroughAxios } from './axios';
+export { propagateThroughAxios, type AxiosInstanceLike } from './axios';

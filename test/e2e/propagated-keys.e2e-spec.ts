@@ -6,11 +6,13 @@ import type { INestApplication } from '@nestjs/common';
 import { once } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import axios from 'axios';
 import { firstValueFrom } from 'rxjs';
 import {
   derivedIdempotencyKey,
   Idempotent,
   IdempotencyModule,
+  propagateThroughAxios,
   tryDerivedIdempotencyKey,
 } from '../../lib';
 import { testRedisUrl, uniquePrefix } from '../support/redis';
@@ -46,6 +48,10 @@ class Downstream {
 }
 
 const downstream = new Downstream();
+/** An axios instance of the app's own (not an HttpService), wrapped by hand. */
+const ownAxios = axios.create();
+propagateThroughAxios(ownAxios);
+
 /** Whether the next run of /orders fails after its calls (a failure releases the claim). */
 let failNext = false;
 
@@ -72,6 +78,13 @@ class OrdersController {
       throw new HttpException('provider timeout', 502);
     }
     return { charge: derivedIdempotencyKey(`POST ${downstream.url}/charges`) };
+  }
+
+  @Post('own-axios')
+  @Idempotent({ propagateKeys: true })
+  async ownAxios() {
+    await ownAxios.post(`${downstream.url}/labels`, {});
+    return { label: derivedIdempotencyKey(`POST ${downstream.url}/labels`) };
   }
 
   @Post('plain')
@@ -167,6 +180,11 @@ describe.each(PLATFORMS)('propagateKeys over HTTP (%s)', (platform) => {
     const derived = (keys: (string | undefined)[]) => keys.filter((k) => k && k !== 'mine');
     expect(derived(a)).toHaveLength(4);
     for (const key of derived(a)) expect(derived(b)).not.toContain(key);
+  });
+
+  it('an axios instance of your own, wrapped with propagateThroughAxios, sends them too', async () => {
+    const response = await post(url, '/own-axios', { key: `own-axios-${platform}` });
+    expect(downstream.keys()).toEqual([(response.json() as { label: string }).label]);
   });
 
   it('sends no key from a route without propagateKeys, a request without a key, or a route that is not idempotent', async () => {
