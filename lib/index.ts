@@ -24,3 +24,4 @@ export { rmqManualAck } from './microservices/rmq-manual-ack';
 export { DIAGNOSTICS_CHANNEL_PREFIX } from './interceptors/outcome-events';
 export { keyFromArgument } from './utils/key-from-argument';
 export { GRPC_RETRY_AFTER_METADATA, GRPC_STATUS } from './adapters/grpc-context.adapter';
+export * from './propagation';

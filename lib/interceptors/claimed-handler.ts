@@ -7,6 +7,7 @@ import {
   IdempotencyInProgressError,
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
+import { runClaimed } from '../propagation/run-claimed';
 import { queryableTransaction } from '../stores/orm-transactions';
 import { loadPeer } from '../utils/load-optional';
 import type { CompletionWrite, OutcomeRecorder } from './outcome-recorder';
@@ -124,9 +125,11 @@ export class ClaimedHandler {
       timeRun(claim.cached, started);
     };
     const { transactional } = claim.options;
+    // In the claim's async context: derivedIdempotencyKey() and propagateKeys work in the handler.
+    const handle = () => runClaimed(claim.key, claim.options, () => collect(next.handle(), values));
     try {
       if (!transactional) {
-        await collect(next.handle(), values);
+        await handle();
         ran();
         await this.recorder.success(context, adapter, claim, values);
         return;
@@ -135,7 +138,7 @@ export class ClaimedHandler {
       // The completion is written through the transaction, fenced by the owner token: the
       // handler's writes and the record commit together, or roll back together.
       await host.withTransaction(async () => {
-        await collect(next.handle(), values);
+        await handle();
         ran();
         const write: CompletionWrite = (owner, response) =>
           this.calls.completeInTransaction(queryableTransaction(host.tx), owner, response);

@@ -2,6 +2,7 @@ import type { ModuleRef, ModulesContainer } from '@nestjs/core';
 import { Reflector } from '@nestjs/core';
 import { grpcPattern } from '../adapters/grpc-context.adapter';
 import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
+import { preparePropagation } from '../propagation/install';
 import { PATTERN_METADATA, RESOLVER_TYPE_METADATA, respondsItself } from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../utils/options';
 import { assertTransactionalReady } from './claimed-handler';
@@ -28,12 +29,14 @@ export function checkRoutes(
   const reflector = new Reflector();
   const transactional: (true | { connectionName?: string })[] = [];
   const identities = new Map<string, { module: object; metatype: object; where: string }>();
+  let propagating = options.propagateKeys;
   for (const { module, metatype, handlers } of controllers(modules)) {
     for (const handler of handlers) {
       const route = routeOptions(reflector, options, metatype, handler);
       if (!route?.enabled) continue;
       const name = routeName(metatype, handler);
       refuseStreams(reflector, name, metatype, handler);
+      propagating ||= route.propagateKeys;
       if (route.transactional) {
         if (respondsItself(metatype, handler)) {
           throw new Error(
@@ -59,6 +62,7 @@ export function checkRoutes(
     }
   }
   assertTransactionalReady(transactional, store, moduleRef);
+  preparePropagation(propagating, options, modules);
 }
 
 /** Throws for `@Idempotent()` on a subscription or a streaming gRPC method: nothing to replay. */

@@ -185,6 +185,17 @@ export interface IdempotencyOptions {
    * `true` uses this package's documentation as the `type` base. Default: false.
    */
   problemDetails?: boolean | { typeBaseUri: string };
+  /**
+   * Sends a key derived from this request's record with every non-safe outbound call the
+   * handler makes (global `fetch`, `@nestjs/axios` HttpService, `ClientProxy.send`/`emit`), so a
+   * re-run after a crash calls a provider or service that deduplicates by `Idempotency-Key`
+   * with the same key as the first run, and is not charged twice. A call that sets its own key
+   * keeps it. The key is `derivedIdempotencyKey('<METHOD> <origin><path>')` for HTTP
+   * (`send <pattern>` / `emit <pattern>` for messages), with ` #2`, ` #3`... from the second call
+   * to the same endpoint in one run. Needs the module's `keyDerivationSecret`. See
+   * docs/propagation.md. Default: false.
+   */
+  propagateKeys?: boolean;
 }
 
 /**
@@ -278,6 +289,15 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
    * nothing. Default: true.
    */
   metrics?: boolean;
+  /**
+   * The secret keys from `derivedIdempotencyKey()` and `propagateKeys` are derived with
+   * (HMAC-SHA-256): a string or Buffer of at least 32 bytes, e.g. 32 random bytes in base64,
+   * kept with your other secrets. Set the same value in every replica and keep it across
+   * deploys: a re-run after a crash must derive the same key as the first run, wherever it runs,
+   * and changing it changes every derived key. Give each app its own. No default: without it,
+   * `propagateKeys` fails at boot and `derivedIdempotencyKey()` throws.
+   */
+  keyDerivationSecret?: string | Buffer;
 }
 
 /**
@@ -319,4 +339,4 @@ export type ResolvedIdempotencyOptions = Required<
 > &
   Record<IdempotencyDurationOption, number> &
   Pick<IdempotencyOptions, OptionalHooks> &
-  Pick<IdempotencyModuleOptions, 'onEvent'>;
+  Pick<IdempotencyModuleOptions, 'onEvent' | 'keyDerivationSecret'>;

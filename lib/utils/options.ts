@@ -13,6 +13,7 @@ import { checkPostgresOption } from '../stores/postgres-options';
 import { parseDuration } from './duration';
 import { checkEncryptionOption } from './encryption';
 import { checkMysqlOption } from '../stores/mysql-options';
+import { secretProblem } from '../propagation/derived-key';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -36,6 +37,7 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   storeErrors: [],
   transactional: false,
   statusHeader: false,
+  propagateKeys: false,
 };
 
 const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
@@ -70,7 +72,7 @@ const COUNTS = [
 /** Options that set a Node timer (lockTtl: its third), which fires at once past 2^31 - 1 ms. */
 const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
 const MAX_TIMER_MS = 2 ** 31 - 1;
-const FLAGS = ['enabled', 'required', 'failOpen'] as const;
+const FLAGS = ['enabled', 'required', 'failOpen', 'propagateKeys'] as const;
 const FUNCTIONS = ['key', 'onReplay', 'onReject'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Headers the outcome header may not be named: they mean something else to clients and proxies. */
@@ -296,6 +298,10 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
   }
   if (options.encryption !== undefined) {
     const problem = checkEncryptionOption(options.encryption);
+    if (problem) fail(problem);
+  }
+  if (options.keyDerivationSecret !== undefined) {
+    const problem = secretProblem(options.keyDerivationSecret);
     if (problem) fail(problem);
   }
 }

@@ -1,0 +1,138 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { createHmac } from 'node:crypto';
+
+/** What a claimed handler's async context knows, for the keys derived in it. */
+interface ClaimContext {
+  /** The record's store key: prefix and the hash of route (or key space), scope and client key. */
+  recordKey: string;
+  /** The module's `keyDerivationSecret`, or undefined when none was set. */
+  secret: string | Buffer | undefined;
+  /** Whether outbound calls made here carry derived keys (option `propagateKeys`). */
+  propagate: boolean;
+  /** Calls made so far per label, for the ordinals of propagated keys. */
+  calls: Map<string, number>;
+}
+
+/** The settings of a claimed run that matter to derivation. */
+export interface DerivationSettings {
+  /** The module's {@link IdempotencyModuleOptions.keyDerivationSecret}. */
+  keyDerivationSecret?: string | Buffer;
+  /** The route's {@link IdempotencyOptions.propagateKeys}. */
+  propagateKeys?: boolean;
+}
+
+const claims = new AsyncLocalStorage<ClaimContext>();
+
+/** Shortest secret accepted, in bytes: HMAC-SHA-256 gains nothing from more than 32. */
+export const MIN_SECRET_BYTES = 32;
+
+/** Tells the derivation apart from any other use of the same secret. */
+const DOMAIN = 'nestjs-idempotency derived key v1';
+
+/**
+ * Runs `fn` in a claim's context (see `runClaimed`, which also wraps the outbound clients).
+ *
+ * @param recordKey the store key of the claimed record (never the client's raw key)
+ */
+export function inClaimContext<T>(recordKey: string, settings: DerivationSettings, fn: () => T): T {
+  const context: ClaimContext = {
+    recordKey,
+    secret: settings.keyDerivationSecret,
+    propagate: settings.propagateKeys === true,
+    calls: new Map(),
+  };
+  return claims.run(context, fn);
+}
+
+/**
+ * A key for one downstream call of the running claimed handler (an `Idempotency-Key` to send to
+ * a payment provider, another service, a job queue): the same on every re-run of the same
+ * request, in any process or replica sharing the module's `keyDerivationSecret`, and different
+ * for another request, another label or another secret. It is an HMAC-SHA-256 of the record
+ * (route or key space, scope, client key, as the store names the record) and `label`, in
+ * base64url (43 characters); it reveals nothing of the client's key.
+ *
+ * @param label what the call is, stable across re-runs (`'charge'`, `'POST https://api/x'`); one
+ *   label names one call: two distinct charges need two labels
+ * @throws Error outside a claimed handler (no key, `failOpen`, a route without `@Idempotent()`),
+ *   or when the module has no `keyDerivationSecret`; see {@link tryDerivedIdempotencyKey}
+ */
+export function derivedIdempotencyKey(label: string): string {
+  const context = claims.getStore();
+  if (!context) {
+    throw new Error(
+      'derivedIdempotencyKey() is only available inside a claimed @Idempotent() handler ' +
+        '(a keyed request that claimed its key); use tryDerivedIdempotencyKey() where there may be none',
+    );
+  }
+  return derive(context, label);
+}
+
+/**
+ * {@link derivedIdempotencyKey}, or undefined outside a claimed handler (a request without a key,
+ * one running unprotected with `failOpen`). Still throws when the module has no
+ * `keyDerivationSecret`: that is a configuration error, not a missing claim.
+ */
+export function tryDerivedIdempotencyKey(label: string): string | undefined {
+  const context = claims.getStore();
+  return context ? derive(context, label) : undefined;
+}
+
+/**
+ * The key an outbound call to `label` carries, when the running handler propagates keys: the
+ * first call with a label is keyed by the label, the nth (n >= 2) by `label #n`, so two calls to
+ * one endpoint get two keys, each stable across re-runs that make them in the same order.
+ * Undefined outside a propagating handler.
+ */
+export function propagatedKey(label: string): string | undefined {
+  const context = claims.getStore();
+  if (!context?.propagate) return undefined;
+  const n = (context.calls.get(label) ?? 0) + 1;
+  context.calls.set(label, n);
+  return derive(context, n === 1 ? label : `${label} #${n}`);
+}
+
+/** Whether the current async context is a handler with `propagateKeys` (cheap: no key made). */
+export function isPropagating(): boolean {
+  return claims.getStore()?.propagate === true;
+}
+
+function derive(context: ClaimContext, label: string): string {
+  if (typeof label !== 'string')
+    throw new TypeError('derivedIdempotencyKey: label must be a string');
+  if (context.secret === undefined) {
+    throw new Error(
+      'derivedIdempotencyKey() needs IdempotencyModule.forRoot({ keyDerivationSecret }): a secret ' +
+        'of at least 32 bytes, the same in every replica, so a re-run elsewhere derives the same key',
+    );
+  }
+  return deriveKey(context.secret, context.recordKey, label);
+}
+
+/**
+ * The derivation itself (pure): HMAC-SHA-256 keyed by `secret` over the record key and the
+ * label, in base64url. Exported for tests and for computing a key outside the request.
+ */
+export function deriveKey(secret: string | Buffer, recordKey: string, label: string): string {
+  return createHmac('sha256', secret)
+    .update(`${DOMAIN}\0${recordKey}\0${label}`)
+    .digest('base64url');
+}
+
+/**
+ * Why `secret` cannot be a key derivation secret, or undefined when it can: a string or Buffer
+ * of at least {@link MIN_SECRET_BYTES} bytes.
+ */
+export function secretProblem(secret: unknown): string | undefined {
+  if (typeof secret !== 'string' && !Buffer.isBuffer(secret)) {
+    return `keyDerivationSecret must be a string or a Buffer, got ${typeof secret}`;
+  }
+  const bytes = typeof secret === 'string' ? Buffer.byteLength(secret) : secret.length;
+  if (bytes < MIN_SECRET_BYTES) {
+    return (
+      `keyDerivationSecret must be at least ${MIN_SECRET_BYTES} bytes (got ${bytes}): ` +
+      'e.g. 32 random bytes in base64 (openssl rand -base64 32), kept with your other secrets'
+    );
+  }
+  return undefined;
+}
