@@ -1,0 +1,293 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import * as ts from 'typescript';
+import {
+  DECLARATIONS,
+  IMPLIED_IMPORTS,
+  PAGES,
+  WRAPPER_CLOSE,
+  WRAPPER_OPEN,
+  WRAPPER_OPEN_BARE,
+  type BlockCompletion,
+} from './completions';
+import { exportedNames } from './exported-names';
+import type { DocsBlock } from './extract';
+
+/** A NestJS line the blocks are checked against, as a fresh app of that line would see them. */
+export interface Lane {
+  name: string;
+  /** Where the blocks' files are put (virtually): module resolution starts there. */
+  dir: string;
+  /** An ESM app (`"type": "module"`, Nest 12 is ESM-only) or CommonJS (the Nest 11 CLI's). */
+  type: 'module' | 'commonjs';
+  /**
+   * A node_modules folder whose packages win over the root's for every file of the program (the
+   * library's sources included), as the app's own NestJS would be the only one installed.
+   */
+  nodeModules?: string;
+  /** Declarations that differ on this lane (a package the lane's NestJS pairs with). */
+  declarations?: Record<string, string>;
+}
+
+/**
+ * What `nest new --strict` writes into tsconfig.json (@nestjs/schematics 11, application template),
+ * with noEmit for incremental/outDir/sourceMap and the @types the template installs (node).
+ */
+export const NEST_CLI_STRICT: ts.CompilerOptions = {
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  resolvePackageJsonExports: true,
+  esModuleInterop: true,
+  isolatedModules: true,
+  declaration: true,
+  removeComments: true,
+  emitDecoratorMetadata: true,
+  experimentalDecorators: true,
+  allowSyntheticDefaultImports: true,
+  target: ts.ScriptTarget.ES2023,
+  skipLibCheck: true,
+  strictNullChecks: true,
+  forceConsistentCasingInFileNames: true,
+  noImplicitAny: true,
+  strictBindCallApply: true,
+  noFallthroughCasesInSwitch: true,
+  noEmit: true,
+  types: ['node'],
+};
+
+/** A block as a file of the program, and where its own lines are in it. */
+export interface ComposedBlock {
+  block: DocsBlock;
+  completion?: BlockCompletion;
+  text: string;
+  /** 0-based line of the file where the block's first line is. */
+  start: number;
+  lines: number;
+}
+
+const mentions = (text: string, name: string) =>
+  new RegExp(`(?<![\\w$.])${name.replace(/\$/g, '\\$')}(?![\\w$])`).test(text);
+
+/** Top-level names the text declares or imports. */
+function declaredNames(text: string): Set<string> {
+  const source = ts.createSourceFile('block.ts', text, ts.ScriptTarget.Latest);
+  const names = new Set<string>();
+  for (const s of source.statements) {
+    if (ts.isImportDeclaration(s) && s.importClause) {
+      const { name, namedBindings } = s.importClause;
+      if (name) names.add(name.text);
+      if (namedBindings && ts.isNamespaceImport(namedBindings)) names.add(namedBindings.name.text);
+      if (namedBindings && ts.isNamedImports(namedBindings)) {
+        for (const e of namedBindings.elements) names.add(e.name.text);
+      }
+    } else if (ts.isVariableStatement(s)) {
+      for (const d of s.declarationList.declarations) {
+        if (ts.isIdentifier(d.name)) names.add(d.name.text);
+      }
+    } else if (
+      (ts.isClassDeclaration(s) ||
+        ts.isFunctionDeclaration(s) ||
+        ts.isInterfaceDeclaration(s) ||
+        ts.isTypeAliasDeclaration(s) ||
+        ts.isEnumDeclaration(s)) &&
+      s.name
+    ) {
+      names.add(s.name.text);
+    }
+  }
+  return names;
+}
+
+/** The library's entry points, as the package's exports map names them. */
+export function libraryEntries(root: string): Record<string, string> {
+  return {
+    'nestjs-idempotency': join(root, 'lib', 'index.ts'),
+    'nestjs-idempotency/testing': join(root, 'lib', 'testing', 'index.ts'),
+    'nestjs-idempotency/swagger': join(root, 'lib', 'swagger', 'index.ts'),
+    'nestjs-idempotency/terminus': join(root, 'lib', 'terminus', 'index.ts'),
+  };
+}
+
+/** Every name a block may use without importing it, with the package it comes from. */
+export function impliedImports(root: string): Map<string, string> {
+  const implied = new Map<string, string>();
+  for (const [from, names] of Object.entries(IMPLIED_IMPORTS)) {
+    for (const name of names) implied.set(name, from);
+  }
+  for (const name of exportedNames(libraryEntries(root)['nestjs-idempotency'])) {
+    if (!implied.has(name)) implied.set(name, 'nestjs-idempotency');
+  }
+  return implied;
+}
+
+/** The block with what completes it: imports, declarations, its wrapper. */
+export function composeBlock(
+  block: DocsBlock,
+  implied: Map<string, string>,
+  laneDeclarations: Record<string, string> = {},
+): ComposedBlock {
+  const page = PAGES[block.page] ?? {};
+  const table = { ...DECLARATIONS, ...laneDeclarations };
+  // A block with its own constructor gets a host class without one.
+  const wrapperOpen = block.code.includes('constructor(') ? WRAPPER_OPEN_BARE : WRAPPER_OPEN;
+  const completion = page.blocks?.find((c) => block.code.includes(c.match));
+  const open =
+    completion?.wrap === 'members'
+      ? wrapperOpen
+      : completion?.wrap === 'method'
+        ? `${wrapperOpen}async docsBlock(): Promise<void> {\n`
+        : '';
+  const close =
+    completion?.wrap === 'method'
+      ? `\n}\n${completion.inside ?? ''}\n${WRAPPER_CLOSE}`
+      : completion?.wrap === 'members'
+        ? `\n${completion.inside ?? ''}\n${WRAPPER_CLOSE}`
+        : '';
+  const own = [page.prelude ?? '', completion?.before ?? '', open, block.code, close];
+  const tail = completion?.after ?? '';
+  const declared = declaredNames([...own, tail].join('\n'));
+
+  // Declarations the block (or another declaration) uses; one found later goes first.
+  const chosen: string[] = [];
+  let text = [...own, tail].join('\n');
+  for (let added = true; added;) {
+    added = false;
+    for (const [name, code] of Object.entries(table)) {
+      if (chosen.includes(name) || declared.has(name) || !mentions(text, name)) continue;
+      chosen.push(name);
+      text += `\n${code}`;
+      added = true;
+    }
+  }
+  // A declaration after those it uses (PgModule after PG_POOL).
+  const ordered: string[] = [];
+  const place = (name: string) => {
+    if (ordered.includes(name)) return;
+    ordered.push(name); // placed first, so a cycle ends here
+    ordered.pop();
+    for (const other of chosen) if (other !== name && mentions(table[name], other)) place(other);
+    if (!ordered.includes(name)) ordered.push(name);
+  };
+  chosen.forEach(place);
+  const declarations = ordered.map((name) => table[name]);
+  const declaredAll = new Set([...declared, ...chosen]);
+  const imports = new Map<string, string[]>();
+  for (const [name, from] of implied) {
+    if (declaredAll.has(name) || !mentions(text, name)) continue;
+    imports.set(from, [...(imports.get(from) ?? []), name]);
+  }
+  const head = [
+    ...[...imports].map(([from, names]) => `import { ${names.join(', ')} } from '${from}';`),
+    ...declarations,
+    page.prelude ?? '',
+    completion?.before ?? '',
+    open,
+  ].join('\n');
+  const start = head.split('\n').length;
+  return {
+    block,
+    completion,
+    text: `${head}\n${block.code}${close}\n${tail}\nexport {};\n`,
+    start,
+    lines: block.code.split('\n').length,
+  };
+}
+
+/** Where a diagnostic is: the docs page's line, or the completion's own line. */
+function locate(composed: ComposedBlock, diagnostic: ts.Diagnostic): string {
+  const message = `TS${diagnostic.code}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`;
+  if (!diagnostic.file || diagnostic.start === undefined) return message;
+  const { block } = composed;
+  const { line, character } = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start);
+  const index = line - composed.start;
+  if (diagnostic.file.fileName.endsWith('.ts') && index >= 0 && index < composed.lines) {
+    return `${block.page}:${block.fenceLine + 1 + index}:${character + 1} ${message}`;
+  }
+  const source = diagnostic.file.text.split('\n')[line]?.trim();
+  return (
+    `${block.page}:${block.fenceLine} (the block's completion, test/unit/docs-snippets/` +
+    `completions.ts, at \`${source}\`) ${message}`
+  );
+}
+
+/**
+ * Type-checks every block in one program (each block its own module), under the Nest CLI's strict
+ * tsconfig, against the lane's NestJS. Returns, per block, its errors located in the docs page.
+ */
+export function checkBlocks(
+  root: string,
+  lane: Lane,
+  blocks: DocsBlock[],
+): Map<DocsBlock, string[]> {
+  const implied = impliedImports(root);
+  const files = new Map<string, ComposedBlock>();
+  for (const block of blocks) {
+    const name = `${block.page.replace(/[^\w]/g, '_')}_L${block.fenceLine}.ts`;
+    files.set(join(lane.dir, name), composeBlock(block, implied, lane.declarations));
+  }
+  // The app's package.json says its module system; so does the library's (virtually): an ESM app
+  // loads the package's ESM build, a CommonJS app its CommonJS build.
+  const packageJsons = new Map([
+    [join(lane.dir, 'package.json'), JSON.stringify({ private: true, type: lane.type })],
+    [join(root, 'lib', 'package.json'), JSON.stringify({ type: lane.type })],
+  ]);
+  const options = NEST_CLI_STRICT;
+  const host = ts.createCompilerHost(options);
+  const { fileExists, readFile, directoryExists, getSourceFile } = host;
+  host.fileExists = (file) => files.has(file) || packageJsons.has(file) || fileExists(file);
+  host.readFile = (file) => files.get(file)?.text ?? packageJsons.get(file) ?? readFile(file);
+  host.directoryExists = (dir) => dir === lane.dir || (directoryExists?.(dir) ?? true);
+  host.getSourceFile = (file, language, onError, create) => {
+    const composed = files.get(file);
+    return composed
+      ? ts.createSourceFile(file, composed.text, language)
+      : getSourceFile(file, language, onError, create);
+  };
+  const entries = libraryEntries(root);
+  const cache = ts.createModuleResolutionCache(root, (f) => f, options);
+  const preferred = (name: string) => {
+    if (!lane.nodeModules || name.startsWith('.')) return false;
+    const parts = name.split('/');
+    const pkg = name.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+    return existsSync(join(lane.nodeModules, pkg, 'package.json'));
+  };
+  host.resolveModuleNameLiterals = (literals, containingFile, redirected, opts, sourceFile) =>
+    literals.map((literal) => {
+      const name = literal.text;
+      if (entries[name]) {
+        return {
+          resolvedModule: {
+            resolvedFileName: entries[name],
+            extension: ts.Extension.Ts,
+            isExternalLibraryImport: false,
+          },
+        };
+      }
+      // lib/'s relative imports have no extension (its ESM build gets them at build time).
+      const fromLib = name.startsWith('.') && containingFile.startsWith(join(root, 'lib'));
+      const mode = fromLib
+        ? ts.ModuleKind.CommonJS
+        : ts.getModeForUsageLocation(sourceFile, literal, opts);
+      // The lane's NestJS for every importer, as the app's node_modules would hold only it.
+      const from = preferred(name) ? join(lane.nodeModules!, '..', 'importer.ts') : containingFile;
+      return ts.resolveModuleName(name, from, opts, host, cache, redirected, mode);
+    });
+  const program = ts.createProgram({ rootNames: [...files.keys()], options, host });
+  const global = [...program.getOptionsDiagnostics(), ...program.getGlobalDiagnostics()];
+  if (global.length > 0) {
+    throw new Error(ts.formatDiagnostics(global, host));
+  }
+  const results = new Map<DocsBlock, string[]>();
+  for (const [file, composed] of files) {
+    const sourceFile = program.getSourceFile(file)!;
+    const diagnostics = [
+      ...program.getSyntacticDiagnostics(sourceFile),
+      ...program.getSemanticDiagnostics(sourceFile),
+    ];
+    results.set(
+      composed.block,
+      diagnostics.map((d) => locate(composed, d)),
+    );
+  }
+  return results;
+}
