@@ -193,9 +193,41 @@ export function composeBlock(
   };
 }
 
+/**
+ * `client.send(...)` as a statement of its own: ClientProxy.send returns a cold Observable, so
+ * nothing is sent until it is subscribed. Type-correct, and a reader's message never leaves.
+ */
+function discardedSends(sourceFile: ts.SourceFile, checker: ts.TypeChecker): ts.Diagnostic[] {
+  const found: ts.Diagnostic[] = [];
+  const visit = (node: ts.Node) => {
+    if (
+      ts.isExpressionStatement(node) &&
+      ts.isCallExpression(node.expression) &&
+      ts.isPropertyAccessExpression(node.expression.expression) &&
+      node.expression.expression.name.text === 'send' &&
+      checker.getTypeAtLocation(node.expression).getSymbol()?.getName() === 'Observable'
+    ) {
+      found.push({
+        category: ts.DiagnosticCategory.Error,
+        code: 0,
+        file: sourceFile,
+        start: node.getStart(sourceFile),
+        length: node.getWidth(sourceFile),
+        messageText:
+          'send() returns a cold Observable, discarded here: nothing is sent. ' +
+          'Subscribe to it: `await firstValueFrom(client.send(...))`.',
+      });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sourceFile);
+  return found;
+}
+
 /** Where a diagnostic is: the docs page's line, or the completion's own line. */
 function locate(composed: ComposedBlock, diagnostic: ts.Diagnostic): string {
-  const message = `TS${diagnostic.code}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`;
+  const code = diagnostic.code === 0 ? 'docs' : `TS${diagnostic.code}`;
+  const message = `${code}: ${ts.flattenDiagnosticMessageText(diagnostic.messageText, '\n')}`;
   if (!diagnostic.file || diagnostic.start === undefined) return message;
   const { block } = composed;
   const { line, character } = diagnostic.file.getLineAndCharacterOfPosition(diagnostic.start);
@@ -284,9 +316,10 @@ export function checkBlocks(
       ...program.getSyntacticDiagnostics(sourceFile),
       ...program.getSemanticDiagnostics(sourceFile),
     ];
+    const discarded = discardedSends(sourceFile, program.getTypeChecker());
     results.set(
       composed.block,
-      diagnostics.map((d) => locate(composed, d)),
+      [...diagnostics, ...discarded].map((d) => locate(composed, d)),
     );
   }
   return results;
