@@ -446,12 +446,12 @@ describe('the packed package in scratch apps', () => {
     });
 
     it('type-checks against the types of the build it loads', async () => {
-      // Old-style node10 resolution for the CommonJS app (the NestJS 11 CLI default), nodenext for
-      // the ESM app; the checker is the repository's TypeScript.
-      const options =
-        app.type === 'module'
-          ? ['--module', 'nodenext', '--moduleResolution', 'nodenext']
-          : ['--module', 'commonjs', '--moduleResolution', 'node10'];
+      // nodenext, what the NestJS 11 CLI generates, for both apps (CommonJS by the app's
+      // package.json, or ESM); the CommonJS app also with the old node10 resolution of older
+      // projects, which finds the subpaths through typesVersions. The repository's TypeScript.
+      const nodenext = ['--module', 'nodenext', '--moduleResolution', 'nodenext'];
+      const node10 = ['--module', 'commonjs', '--moduleResolution', 'node10'];
+      const settings = app.type === 'module' ? [nodenext] : [nodenext, node10];
       await writeFile(
         join(app.dir!, 'consumer.ts'),
         `import { IdempotencyModule, Idempotent, MemoryIdempotencyStore } from 'nestjs-idempotency';
@@ -460,16 +460,18 @@ export const used = [IdempotencyModule.forRoot({ store: new MemoryIdempotencySto
 `,
       );
       const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-      const args = [tsc, '--noEmit', '--strict', '--skipLibCheck', '--types', 'node', ...options];
-      await run(
-        process.execPath,
-        [...args, '--typeRoots', join(ROOT, 'node_modules', '@types'), 'consumer.ts'],
-        {
-          cwd: app.dir,
-        },
-      ).catch((error: { stdout?: string }) => {
-        throw new Error(`tsc in ${app.name}:\n${error.stdout ?? String(error)}`);
-      });
+      for (const options of settings) {
+        const args = [tsc, '--noEmit', '--strict', '--skipLibCheck', '--types', 'node', ...options];
+        await run(
+          process.execPath,
+          [...args, '--typeRoots', join(ROOT, 'node_modules', '@types'), 'consumer.ts'],
+          { cwd: app.dir },
+        ).catch((error: { stdout?: string }) => {
+          throw new Error(
+            `tsc (${options.join(' ')}) in ${app.name}:\n${error.stdout ?? String(error)}`,
+          );
+        });
+      }
     });
 
     it.each(app.ioredis ? ['memory', 'redis'] : ['memory'])(

@@ -47,6 +47,7 @@ export const IMPLIED_IMPORTS: Record<string, string[]> = {
     'ClientsModule',
     'Ctx',
     'EventPattern',
+    'GrpcMethod',
     'MessagePattern',
     'MicroserviceOptions',
     'MqttRecordBuilder',
@@ -75,6 +76,13 @@ export const IMPLIED_IMPORTS: Record<string, string[]> = {
   pg: ['Pool'],
   '@nestjs-cls/transactional': ['ClsPluginTransactional', 'Transactional', 'TransactionHost'],
   '@nestjs-cls/transactional-adapter-typeorm': ['TransactionalAdapterTypeOrm'],
+  // The integrations other pages use, for when their packages are installed (a name maps to one
+  // package: GraphQL's Query clashes with @nestjs/common's, so a block imports it itself).
+  '@nestjs/graphql': ['Args', 'Field', 'InputType', 'Int', 'Mutation', 'ObjectType', 'Resolver'],
+  '@nestjs/bullmq': ['BullModule', 'InjectQueue', 'Processor', 'WorkerHost'],
+  bullmq: ['Job', 'Queue'],
+  '@nestjs/schedule': ['Cron', 'CronExpression', 'ScheduleModule'],
+  '@nestjs/axios': ['HttpModule', 'HttpService'],
   'nestjs-idempotency/swagger': ['ApiIdempotent'],
   'nestjs-idempotency/terminus': ['IdempotencyHealthIndicator'],
   'nestjs-idempotency/testing': ['runIdempotencyStoreContract'],

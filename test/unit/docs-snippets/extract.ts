@@ -9,12 +9,15 @@ export interface DocsBlock {
   fenceLine: number;
   /** The code between the fences, as written. */
   code: string;
-  /** The reason given by a `<!-- not compiled: reason -->` line right above the fence, if any. */
-  notCompiled?: string;
+  /**
+   * A `<!-- not compiled: reason -->` line right above the fence: the block is not checked, or,
+   * as `<!-- not compiled on NestJS 12: reason -->`, not checked on that lane only.
+   */
+  notCompiled?: { reason: string; lane?: string };
 }
 
 /** The marker a page puts on the line before a block that is not meant to compile. */
-export const NOT_COMPILED = /^<!--\s*not compiled:\s*(.*?)\s*-->$/;
+export const NOT_COMPILED = /^<!--\s*not compiled(?: on (NestJS \d+))?:\s*(.*?)\s*-->$/;
 
 /** README.md and every docs/*.md (a new page is picked up without a change here). */
 export function docsPages(root: string): string[] {
@@ -26,6 +29,13 @@ export function docsPages(root: string): string[] {
 }
 
 /** Every ```ts block of the page (```typescript too), with its line and marker. */
+/** Whether the block is checked on the lane (`NestJS 11`, `NestJS 12`). */
+export function checkedOn(block: DocsBlock, lane: string): boolean {
+  return (
+    !block.notCompiled || (block.notCompiled.lane !== undefined && block.notCompiled.lane !== lane)
+  );
+}
+
 export function extractBlocks(root: string, page: string): DocsBlock[] {
   const lines = readFileSync(join(root, page), 'utf8').split('\n');
   const blocks: DocsBlock[] = [];
@@ -43,7 +53,7 @@ export function extractBlocks(root: string, page: string): DocsBlock[] {
       page,
       fenceLine: start + 1,
       code: code.join('\n'),
-      ...(marker && { notCompiled: marker[1] }),
+      ...(marker && { notCompiled: { reason: marker[2], lane: marker[1] } }),
     });
   }
   return blocks;
