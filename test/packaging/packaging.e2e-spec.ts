@@ -4,7 +4,9 @@ import { cp, mkdir, mkdtemp, readFile, rename, rm, symlink, writeFile } from 'no
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { installDocsApp, type InstallLine } from './docs-install';
 
 /**
  * The package as users get it: `npm pack` of a copy of the sources (so the shared dist/ is never
@@ -368,6 +370,8 @@ describe('the packed package in scratch apps', () => {
   let files: string[];
   const redisPrefix = uniquePrefix('packaging');
   const children: ChildProcess[] = [];
+  /** The docs' install lines in a fresh app; awaited by its own tests, so a failure is theirs. */
+  let docsApp: Promise<{ dir: string; lines: InstallLine[] }>;
 
   beforeAll(async () => {
     work = await mkdtemp(join(tmpdir(), 'nestjs-idempotency-packaging-'));
@@ -375,6 +379,14 @@ describe('the packed package in scratch apps', () => {
     const tarball = await packTarball(work);
     const { stdout } = await run('tar', ['-tzf', tarball]);
     files = stdout.split('\n').filter(Boolean);
+    docsApp = installDocsApp(work, tarball, {
+      '@nestjs/common': NEST11,
+      '@nestjs/core': NEST11,
+      '@nestjs/platform-express': NEST11,
+      'reflect-metadata': rootVersion('reflect-metadata'),
+      rxjs: rootVersion('rxjs'),
+    });
+    docsApp.catch(() => {}); // reported by the tests that await it
     await Promise.all(APPS.map(async (app) => (app.dir = await installApp(work, app, tarball))));
   }, 240_000);
 
@@ -385,6 +397,7 @@ describe('the packed package in scratch apps', () => {
 
   afterAll(async () => {
     await Promise.all(children.map(stop));
+    await docsApp?.catch(() => undefined); // its npm must end before the folder goes
     const client = inspectionClient();
     await deleteKeysUnder(client, redisPrefix);
     client.disconnect();
@@ -433,12 +446,12 @@ describe('the packed package in scratch apps', () => {
     });
 
     it('type-checks against the types of the build it loads', async () => {
-      // Old-style node10 resolution for the CommonJS app (the NestJS 11 CLI default), nodenext for
-      // the ESM app; the checker is the repository's TypeScript.
-      const options =
-        app.type === 'module'
-          ? ['--module', 'nodenext', '--moduleResolution', 'nodenext']
-          : ['--module', 'commonjs', '--moduleResolution', 'node10'];
+      // nodenext, what the NestJS 11 CLI generates, for both apps (CommonJS by the app's
+      // package.json, or ESM); the CommonJS app also with the old node10 resolution of older
+      // projects, which finds the subpaths through typesVersions. The repository's TypeScript.
+      const nodenext = ['--module', 'nodenext', '--moduleResolution', 'nodenext'];
+      const node10 = ['--module', 'commonjs', '--moduleResolution', 'node10'];
+      const settings = app.type === 'module' ? [nodenext] : [nodenext, node10];
       await writeFile(
         join(app.dir!, 'consumer.ts'),
         `import { IdempotencyModule, Idempotent, MemoryIdempotencyStore } from 'nestjs-idempotency';
@@ -447,16 +460,18 @@ export const used = [IdempotencyModule.forRoot({ store: new MemoryIdempotencySto
 `,
       );
       const tsc = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-      const args = [tsc, '--noEmit', '--strict', '--skipLibCheck', '--types', 'node', ...options];
-      await run(
-        process.execPath,
-        [...args, '--typeRoots', join(ROOT, 'node_modules', '@types'), 'consumer.ts'],
-        {
-          cwd: app.dir,
-        },
-      ).catch((error: { stdout?: string }) => {
-        throw new Error(`tsc in ${app.name}:\n${error.stdout ?? String(error)}`);
-      });
+      for (const options of settings) {
+        const args = [tsc, '--noEmit', '--strict', '--skipLibCheck', '--types', 'node', ...options];
+        await run(
+          process.execPath,
+          [...args, '--typeRoots', join(ROOT, 'node_modules', '@types'), 'consumer.ts'],
+          { cwd: app.dir },
+        ).catch((error: { stdout?: string }) => {
+          throw new Error(
+            `tsc (${options.join(' ')}) in ${app.name}:\n${error.stdout ?? String(error)}`,
+          );
+        });
+      }
     });
 
     it.each(app.ioredis ? ['memory', 'redis'] : ['memory'])(
@@ -534,5 +549,72 @@ export const used = [IdempotencyModule.forRoot({ store: new MemoryIdempotencySto
         );
       });
     }
+  });
+
+  describe('nest11-docs: the install lines of the README and docs/, as written, in a fresh app', () => {
+    it('installs each line (Redis beside TypeORM, PostgreSQL + TypeORM + nestjs-cls, @nestjs/config, Swagger, Terminus)', async () => {
+      const { dir, lines } = await docsApp;
+      expect(lines.map((line) => line.page)).toEqual(
+        expect.arrayContaining(['docs/postgres.md', 'docs/integrations.md']),
+      );
+      // No missing or invalid peer left behind (npm ls exits non-zero on one).
+      await run('npm', ['ls', '--depth=0'], { cwd: dir }).catch((error: { stdout?: string }) => {
+        throw new Error(`npm ls in the docs app:\n${error.stdout ?? String(error)}`);
+      });
+    }, 300_000);
+
+    it('boots on PostgreSQL with transactional completion through TypeORM, health and OpenAPI', async () => {
+      const { dir } = await docsApp;
+      const pool = await testPool();
+      const table = uniqueTable('docs_app');
+      const payments = uniqueTable('docs_payments');
+      try {
+        const booted = await boot(dir, {
+          STORE: 'postgres',
+          DATABASE_URL: testPostgresUrl(),
+          TABLE: table,
+          PAYMENTS: payments,
+        });
+        children.push(booted.child);
+        const key = `docs-pg-${Date.now()}`;
+        const first = await pay(booted.url, key);
+        const second = await pay(booted.url, key);
+        expect(first.status).toBe(201);
+        expect(second).toEqual({ status: 201, replayed: 'true', body: first.body });
+        const { rows } = await pool.query(`SELECT count(*)::int AS n FROM "${payments}"`);
+        expect(rows[0].n).toBe(1);
+        const health = await fetch(`${booted.url}/health`);
+        expect(health.status).toBe(200);
+        expect(await health.json()).toMatchObject({ info: { idempotency: { status: 'up' } } });
+        expect((booted as Booted & { parameters: string[] }).parameters).toContain(
+          'Idempotency-Key',
+        );
+        await stop(booted.child);
+      } finally {
+        await dropTable(pool, table);
+        await dropTable(pool, payments);
+        await pool.end();
+      }
+    }, 300_000);
+
+    it('boots on Redis configured through ConfigService (forRootAsync) and replays', async () => {
+      const { dir } = await docsApp;
+      const booted = await boot(dir, {
+        STORE: 'redis',
+        DATABASE_URL: testPostgresUrl(),
+        REDIS_URL: await redisAnswers(),
+        KEY_PREFIX: `${redisPrefix}docs:`,
+      });
+      children.push(booted.child);
+      const key = `docs-redis-${Date.now()}`;
+      const first = await pay(booted.url, key);
+      expect(first.status).toBe(201);
+      expect(await pay(booted.url, key)).toEqual({
+        status: 201,
+        replayed: 'true',
+        body: first.body,
+      });
+      await stop(booted.child);
+    }, 300_000);
   });
 });
