@@ -46,7 +46,7 @@ class AppController {
   @Get('health')
   @HealthCheck()
   check() {
-    return this.health.check([() => this.idempotency.pingCheck('idempotency')]);
+    return this.health.check([() => this.idempotency.pingCheck('idempotency', { timeout: '2s' })]);
   }
 
   @Post('payments')
