@@ -2,16 +2,23 @@ import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorResult, HealthIndicatorService } from '@nestjs/terminus';
 import { randomUUID } from 'node:crypto';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
-import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import type {
+  IdempotencyDuration,
+  ResolvedIdempotencyOptions,
+} from '../interfaces/idempotency-options.interface';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { evictingPolicy, evictionWarning } from '../stores/redis-eviction';
 import { RedisIdempotencyStore } from '../stores/redis-idempotency.store';
+import { parseDuration } from '../utils/duration';
 import { withTimeout } from '../utils/timeout';
 
 /** Options of {@link IdempotencyHealthIndicator.pingCheck}. */
 export interface IdempotencyPingCheckOptions {
-  /** Longest the check waits for the store (claim and release together), in milliseconds. Default: 1 000. */
-  timeout?: number;
+  /**
+   * Longest the check waits for the store (claim and release together): milliseconds or a
+   * duration string (`'1s'`). Default: 1 000.
+   */
+  timeout?: IdempotencyDuration;
 }
 
 /**
@@ -59,7 +66,7 @@ export class IdempotencyHealthIndicator {
     options: IdempotencyPingCheckOptions = {},
   ): Promise<HealthIndicatorResult<Key>> {
     const indicator = this.health.check(key);
-    const timeout = options.timeout ?? 1_000;
+    const timeout = parseDuration(options.timeout ?? 1_000, 'pingCheck timeout');
     try {
       const [, policy] = await withTimeout(
         Promise.all([this.ping(), this.evictingPolicy()]),

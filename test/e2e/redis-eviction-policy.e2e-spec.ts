@@ -3,9 +3,10 @@ import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { randomUUID } from 'node:crypto';
-import { Idempotent, IdempotencyModule } from '../../lib';
+import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
 import { IdempotencyHealthIndicator } from '../../lib/terminus';
-import { RedisProcess, startRedisServer } from '../support/redis-server';
+import Redis from 'ioredis';
+import { RedisProcess, startRedisCluster, startRedisServer } from '../support/redis-server';
 import { PLATFORMS, Platform, post } from '../support/test-app';
 
 /**
@@ -46,7 +47,7 @@ class AppController {
   @Get('health')
   @HealthCheck()
   check() {
-    return this.health.check([() => this.idempotency.pingCheck('idempotency')]);
+    return this.health.check([() => this.idempotency.pingCheck('idempotency', { timeout: '2s' })]);
   }
 
   @Post('payments')
@@ -56,10 +57,10 @@ class AppController {
   }
 }
 
-async function start(platform: Platform, url: string) {
+async function start(platform: Platform, redis: IdempotencyModuleOptions['redis']) {
   const logger = new Captured();
   @Module({
-    imports: [IdempotencyModule.forRoot({ redis: url }), TerminusModule.forRoot({ logger: false })],
+    imports: [IdempotencyModule.forRoot({ redis }), TerminusModule.forRoot({ logger: false })],
     controllers: [AppController],
     providers: [IdempotencyHealthIndicator],
   })
@@ -140,6 +141,26 @@ describe.each(PLATFORMS)('the Redis eviction policy on %s', (platform) => {
       expect((await t.health()).body.info).toEqual({ idempotency: { status: 'up' } });
     } finally {
       await t.app.close();
+    }
+  });
+});
+
+describe('the Redis eviction policy on a Cluster', () => {
+  it('warns when one master of a Cluster may evict', async () => {
+    const cluster = await startRedisCluster({ masters: 3 });
+    const [first, second] = cluster.nodes;
+    const node = new Redis(second.port, second.host);
+    try {
+      await node.config('SET', 'maxmemory-policy', 'volatile-lru');
+      const t = await start('express', { clusterNodes: [first] });
+      try {
+        expect(t.logger.of('warn')).toEqual([WARNING.replace('allkeys-lru', 'volatile-lru')]);
+      } finally {
+        await t.app.close();
+      }
+    } finally {
+      node.disconnect();
+      await cluster.stop();
     }
   });
 });
