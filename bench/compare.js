@@ -42,7 +42,7 @@ const median = (v) => { const s = [...v].sort((a, b) => a - b); const m = s.leng
     const [rest, opts] = rest0.split('#');
     const [lib, kind] = rest.split('@');
     const script = kind === 'peer' ? join(ROOT, 'bench/peer/app.js') : join(ROOT, 'bench/app.js');
-    const env = { STORE: 'redis', REDIS_URL: `redis://127.0.0.1:${rport}`, KEY_PREFIX: `ab-${name}:`, PORT: '0', ...(kind === 'peer' ? {} : { LIBRARY: lib }), BENCH_MODULE_OPTIONS: opts || process.env.OPTS || '{}' };
+    const env = { STORE: process.env.STORE || 'redis', REDIS_URL: `redis://127.0.0.1:${rport}`, KEY_PREFIX: `ab-${name}:`, PORT: '0', ...(kind === 'peer' ? {} : { LIBRARY: lib }), BENCH_MODULE_OPTIONS: opts || process.env.OPTS || '{}' };
     const { m, pid } = await start(NODE, [script], env, /READY (\d+)/);
     apps.push({ name, pid, base: `http://127.0.0.1:${m[1]}` });
   }

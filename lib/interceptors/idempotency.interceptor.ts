@@ -6,7 +6,7 @@ import {
   Injectable,
   Logger,
   NestInterceptor,
-  OnApplicationShutdown,
+  BeforeApplicationShutdown,
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
@@ -67,7 +67,7 @@ const handling = new WeakSet<ExecutionContext>();
  * steps aside.
  */
 @Injectable()
-export class IdempotencyInterceptor implements NestInterceptor, OnApplicationShutdown {
+export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicationShutdown {
   protected readonly logger = new Logger('Idempotency');
   private readonly adapters: Partial<
     Record<ContextType | 'graphql' | 'grpc', IdempotencyContextAdapter>
@@ -148,10 +148,12 @@ export class IdempotencyInterceptor implements NestInterceptor, OnApplicationShu
   }
 
   /**
-   * Stops renewing leases: a handler still running (hung) at shutdown then loses its key within
-   * lockTtl, so another instance can serve the retry.
+   * Stops renewing leases at `app.close()`: a handler still running then keeps its key for at
+   * most lockTtl, so a hung one cannot hold it while the server waits for its request (Nest
+   * closes the server before `onApplicationShutdown`, and that wait never ends for a hung
+   * handler). Another instance then serves the retry; a late outcome here is fenced.
    */
-  onApplicationShutdown(): void {
+  beforeApplicationShutdown(): void {
     this.calls.close();
   }
 

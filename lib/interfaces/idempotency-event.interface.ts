@@ -15,7 +15,10 @@ export type IdempotencyEventType =
   | 'waiting'
   /** The key was reused with another payload (422). */
   | 'key_reused'
-  /** The handler failed (or its response cannot be stored) and the claim was given up. */
+  /**
+   * The handler failed (or its response cannot be stored) and the claim was given up; or a claim
+   * whose reply was lost (timed out or failed after reaching the store) was given up.
+   */
   | 'released'
   /** The completion was refused because this request no longer owned the key. */
   | 'fenced'

@@ -34,3 +34,13 @@ describe('route options of issue 15 and 16, checked when the decorator is evalua
     expect(check(options)).not.toThrow();
   });
 });
+
+describe('maxLockHold', () => {
+  it.each([0, -1, 1.5, 'an hour' as never])('refuses %p', (maxLockHold) => {
+    expect(check({ maxLockHold })).toThrow(/maxLockHold/);
+  });
+
+  it('takes milliseconds', () => {
+    expect(check({ maxLockHold: 90_000 })).not.toThrow();
+  });
+});
