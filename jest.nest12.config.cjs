@@ -29,7 +29,10 @@ module.exports = {
   // The transactional suites need @nestjs-cls/transactional, a CommonJS package that requires
   // @nestjs/common: Nest 12's is ESM-only, which Node loads through require(esm) but Jest's VM
   // cannot. They run on NestJS 11 only (docs/postgres.md says so).
-  testPathIgnorePatterns: ['/test/e2e/(attack-)?transactional\\.e2e-spec\\.ts$'],
+  testPathIgnorePatterns: [
+    '/test/e2e/(attack-)?transactional\\.e2e-spec\\.ts$',
+    '/test/e2e/idempotency-service-transactional\\.e2e-spec\\.ts$',
+  ],
   extensionsToTreatAsEsm: ['.ts'],
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/compat/nest12/tsconfig.json' }],
