@@ -196,6 +196,7 @@ export class IdempotencyService {
     const stopHeartbeat = this.calls.heartbeat(claim);
     const { transactional } = claim.options;
     const attempt = async (write?: Write): Promise<Awaited<T>> => {
+      // The one place fn runs: a wrapper giving it context (AsyncLocalStorage) belongs here.
       const value = await fn();
       const outcome = await this.record(claim, {}, value, write);
       if (write && outcome === 'fenced') {
