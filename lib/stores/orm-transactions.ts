@@ -12,9 +12,11 @@ interface KyselyTransaction {
   executeQuery(query: unknown): Promise<unknown>;
 }
 
-/** The part of a Drizzle transaction (`PgTransaction`, `db.transaction(tx => ...)`) used here. */
-interface DrizzleTransaction {
+/** The part of a Drizzle database or transaction (`db.transaction(tx => ...)`) used here. */
+interface DrizzleDatabase {
   select: unknown;
+  transaction: unknown;
+  /** Only on a transaction. */
   rollback?: unknown;
   execute(query: unknown): Promise<unknown>;
 }
@@ -58,12 +60,12 @@ function isKysely(tx: unknown): tx is KyselyTransaction {
   );
 }
 
-function isDrizzle(tx: unknown): tx is DrizzleTransaction {
-  const handle = tx as Partial<DrizzleTransaction> & { selectFrom?: unknown };
+function isDrizzle(tx: unknown): tx is DrizzleDatabase {
+  const handle = tx as Partial<DrizzleDatabase> | null;
   return (
     typeof handle?.execute === 'function' &&
     typeof handle.select === 'function' &&
-    typeof (handle as { transaction?: unknown }).transaction === 'function'
+    typeof handle.transaction === 'function'
   );
 }
 
