@@ -127,6 +127,47 @@ async function startApp(platform: Platform, prefix: string): Promise<INestApplic
 beforeAll(() => downstream.start());
 afterAll(() => downstream.server.close());
 
+// First in this file: no app with propagateKeys has booted yet.
+describe('without propagateKeys anywhere', () => {
+  it('wraps nothing: global fetch, ClientProxy and the HttpService stay as they were', async () => {
+    const { ClientProxy } = await import('@nestjs/microservices');
+    const [fetchBefore, sendBefore, emitBefore] = [
+      globalThis.fetch,
+      ClientProxy.prototype.send,
+      ClientProxy.prototype.emit,
+    ];
+    @Controller()
+    class Plain {
+      @Post('plain')
+      @Idempotent()
+      plain() {
+        return {};
+      }
+    }
+    @Module({
+      imports: [
+        HttpModule,
+        IdempotencyModule.forRoot({ redis: testRedisUrl(), keyDerivationSecret: SECRET }),
+      ],
+      controllers: [Plain],
+    })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false });
+    await app.init();
+    try {
+      expect(globalThis.fetch).toBe(fetchBefore);
+      expect(ClientProxy.prototype.send).toBe(sendBefore);
+      expect(ClientProxy.prototype.emit).toBe(emitBefore);
+      const interceptors = app.get(HttpService).axiosRef.interceptors.request as unknown as {
+        handlers: unknown[];
+      };
+      expect(interceptors.handlers.filter(Boolean)).toEqual([]);
+    } finally {
+      await app.close();
+    }
+  });
+});
+
 describe.each(PLATFORMS)('propagateKeys over HTTP (%s)', (platform) => {
   let app: INestApplication;
   let url: string;

@@ -23,10 +23,10 @@ import { AppProcess, buildLibrary } from './app-process';
  * RELIABILITY_FULL=1 (npm run test:reliability) runs a bigger storm.
  */
 const FULL = process.env.RELIABILITY_FULL === '1';
-const RUN = FULL ? { keys: 1_000, kills: 10, inFlight: 40 } : { keys: 120, kills: 3, inFlight: 20 };
+const RUN = FULL ? { keys: 1_000, kills: 10, inFlight: 40 } : { keys: 80, kills: 3, inFlight: 20 };
 const LOCK_TTL = 1_000;
 /** The handler waits a random 0 to HOLD_MS ms between its charge and its answer. */
-const HOLD_MS = 40;
+const HOLD_MS = 60;
 const MAX_ATTEMPTS = 200;
 const SECRET = randomUUID() + randomUUID();
 const PATTERN = `provider.charge.${randomUUID().slice(0, 8)}`;
