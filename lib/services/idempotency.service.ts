@@ -4,6 +4,7 @@ import {
   IdempotencyInProgressError,
   IdempotencyKeyInvalidError,
   IdempotencyKeyReusedError,
+  IdempotencyRecordUnreadableError,
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
@@ -30,6 +31,8 @@ import { fingerprint } from '../utils/fingerprint';
 import { ownerToken, recordKey } from '../utils/key';
 import { validateOptions, type ResolvedModuleOptions } from '../utils/options';
 import { decodeResponse, encodeResponse, packResponse } from '../utils/response-codec';
+import { RecordCipher } from '../utils/encryption';
+import { runClaimed } from '../propagation/run-claimed';
 import type { StoredError } from '../utils/error-codec';
 import { decodeValue, encodeValue } from '../utils/value-codec';
 
@@ -71,6 +74,8 @@ export class IdempotencyService {
   private readonly events: OutcomeEvents;
   private readonly calls: StoreCalls;
   private readonly waiter: OutcomeWaiter;
+  /** Seals stored results (option `encryption`), as the interceptor does. */
+  private readonly cipher?: RecordCipher;
   /** The app's TransactionHost per connection name (`transactional`), looked up once. */
   private readonly hosts = new Map<string | undefined, TransactionHost>();
 
@@ -83,6 +88,12 @@ export class IdempotencyService {
     this.events = new OutcomeEvents(this.logger, metrics);
     this.calls = new StoreCalls(store, this.events, this.logger);
     this.waiter = new OutcomeWaiter(this.calls, this.events, this.logger);
+    if (options.encryption) this.cipher = new RecordCipher(options.encryption);
+  }
+
+  /** Stops renewing leases at `app.close()`, as the interceptor does (see `maxLockHold`). */
+  beforeApplicationShutdown(): void {
+    this.calls.close();
   }
 
   /**
@@ -125,7 +136,7 @@ export class IdempotencyService {
     switch (result.status) {
       case 'completed':
         this.events.emit(claim, 'replayed', claim.key);
-        return this.replay<Awaited<T>>(result.response, claim.options);
+        return this.replay<Awaited<T>>(claim, result.response);
       case 'in_progress':
         this.events.emit(claim, 'conflict', claim.key);
         throw new IdempotencyInProgressError(result.retryAfterMs);
@@ -196,8 +207,9 @@ export class IdempotencyService {
     const stopHeartbeat = this.calls.heartbeat(claim);
     const { transactional } = claim.options;
     const attempt = async (write?: Write): Promise<Awaited<T>> => {
-      // The one place fn runs: a wrapper giving it context (AsyncLocalStorage) belongs here.
-      const value = await fn();
+      // The one place fn runs, in the claim's async context: derivedIdempotencyKey() and
+      // propagateKeys work inside it as in a claimed handler.
+      const value = await runClaimed(claim.key, claim.options, fn);
       const outcome = await this.record(claim, {}, value, write);
       if (write && outcome === 'fenced') {
         // Another call took the key over: its result is the one kept, this one rolls back.
@@ -267,7 +279,8 @@ export class IdempotencyService {
       if (encoded.body.length > options.maxResponseBytes) {
         throw new Error(`${encoded.body.length} bytes, over maxResponseBytes`);
       }
-      response = packResponse(encoded, options.compression);
+      const sealing = this.cipher && { cipher: this.cipher, context: key };
+      response = packResponse(encoded, options.compression, sealing);
       if (isPromise(response)) response = await response;
     } catch (error) {
       this.events.emit(claim, 'not_replayable', key);
@@ -296,9 +309,21 @@ export class IdempotencyService {
   }
 
   /** A stored outcome: the result, or the stored error thrown again. */
-  private async replay<T>(stored: StoredResponse, options: ResolvedIdempotencyOptions): Promise<T> {
-    let snapshot = decodeResponse(stored);
-    if (isPromise(snapshot)) snapshot = await snapshot;
+  private async replay<T>(claim: Claim, stored: StoredResponse): Promise<T> {
+    const { options } = claim;
+    let snapshot;
+    try {
+      snapshot = decodeResponse(stored, this.cipher && { cipher: this.cipher, context: claim.key });
+      if (isPromise(snapshot)) snapshot = await snapshot;
+    } catch (error) {
+      // Sealed with a key no longer set, or altered: never returned as garbage, never re-run.
+      this.events.warnOnce(
+        claim.handler,
+        `a stored result cannot be read (${describe(error)})`,
+        'unreadable',
+      );
+      throw new IdempotencyRecordUnreadableError({ cause: error });
+    }
     const value = decodeValue(snapshot.value as string);
     if (!snapshot.error) return value as T;
     const status = snapshot.status ?? 500;
