@@ -18,6 +18,8 @@ export interface InstallLine {
   page: string;
   line: number;
   command: string;
+  /** The page's whole line (with its comment). */
+  text: string;
 }
 
 /** Every `npm i` / `npm install` with packages in README.md and docs/*.md: sh blocks and `code`. */
@@ -38,7 +40,7 @@ export function docsInstallLines(root = ROOT): InstallLine[] {
         ].map((match) => match[1].trim());
         return commands
           .filter((command) => packagesOf(command).length > 0)
-          .map((command) => ({ page, line: index + 1, command }));
+          .map((command) => ({ page, line: index + 1, command, text }));
       }),
   );
 }
@@ -51,7 +53,7 @@ function packagesOf(command: string): string[] {
 }
 
 /**
- * The lines the app runs, in order, each picked from its page by a piece of its text: the Redis
+ * The lines the app runs, in order, each picked from its page by a piece of its line: the Redis
  * store (with ioredis 5, as the pages say for an app with TypeORM), the PostgreSQL store and
  * transactional completion through TypeORM and nestjs-cls, @nestjs/config for forRootAsync,
  * Swagger on NestJS 11, Terminus. The README's own first line runs first, as a reader starts.
@@ -66,11 +68,17 @@ export const DOCS_APP_STEPS: { page: string; includes: string }[] = [
   { page: 'docs/integrations.md', includes: '@nestjs/terminus' },
 ];
 
+/** The lines the pages give for NestJS 12, run in the NestJS 12 ESM scratch app. */
+export const NEST12_DOCS_STEPS: { page: string; includes: string }[] = [
+  { page: 'docs/integrations.md', includes: '# NestJS 12' },
+  { page: 'docs/integrations.md', includes: '@nestjs/terminus' },
+];
+
 /** The steps' lines as the pages write them; a step its page no longer has fails, naming it. */
-export function docsAppLines(root = ROOT): InstallLine[] {
+export function docsAppLines(steps = DOCS_APP_STEPS, root = ROOT): InstallLine[] {
   const lines = docsInstallLines(root);
-  return DOCS_APP_STEPS.map((step) => {
-    const found = lines.find((l) => l.page === step.page && l.command.includes(step.includes));
+  return steps.map((step) => {
+    const found = lines.find((l) => l.page === step.page && l.text.includes(step.includes));
     if (!found) {
       throw new Error(`${step.page} has no npm install line with "${step.includes}" any more`);
     }
@@ -96,6 +104,17 @@ export async function installDocsApp(
   await writeFile(join(dir, 'main.js'), DOCS_APP_MAIN);
   await run('npm', ['install', ...NPM_FLAGS], { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
   const lines = docsAppLines();
+  await runInstallLines(dir, lines, tarball, 'NestJS 11');
+  return { dir, lines };
+}
+
+/** Runs each line in the app, the tarball in place of `nestjs-idempotency`. */
+export async function runInstallLines(
+  dir: string,
+  lines: InstallLine[],
+  tarball: string,
+  nest: string,
+): Promise<void> {
   for (const line of lines) {
     const [, verb, ...args] = line.command.split(/\s+/);
     const swapped = args.map((arg) => (arg === 'nestjs-idempotency' ? tarball : arg));
@@ -104,13 +123,52 @@ export async function installDocsApp(
       maxBuffer: 16 * 1024 * 1024,
     }).catch((error: { stderr?: string }) => {
       throw new Error(
-        `${line.page}:${line.line} \`${line.command}\` failed in a fresh NestJS 11 app:\n` +
+        `${line.page}:${line.line} \`${line.command}\` failed in a fresh ${nest} app:\n` +
           (error.stderr ?? String(error)),
       );
     });
   }
-  return { dir, lines };
 }
+
+/**
+ * For the NestJS 12 ESM scratch app, after the Nest 12 lines: the memory store, the OpenAPI
+ * document with @ApiIdempotent() and Terminus /health, through the package's ESM subpaths.
+ */
+export const DOCS_NEST12_MAIN = `import 'reflect-metadata';
+import { Body, Controller, Get, Module, Post } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
+import { IdempotencyModule, Idempotent } from 'nestjs-idempotency';
+import { ApiIdempotent } from 'nestjs-idempotency/swagger';
+import { IdempotencyHealthIndicator } from 'nestjs-idempotency/terminus';
+
+const decorate = (target, name, decorators) => Reflect.decorate(decorators, target.prototype,
+  name, Object.getOwnPropertyDescriptor(target.prototype, name));
+class PaymentsController {
+  create(body) { return { amount: body.amount }; }
+}
+decorate(PaymentsController, 'create', [Post(), Idempotent(), ApiIdempotent(), (t, k) => Body()(t, k, 0)]);
+Reflect.decorate([Controller('payments')], PaymentsController);
+class HealthController {
+  constructor(health, idempotency) { this.health = health; this.idempotency = idempotency; }
+  check() { return this.health.check([() => this.idempotency.pingCheck('idempotency')]); }
+}
+Reflect.defineMetadata('design:paramtypes', [HealthCheckService, IdempotencyHealthIndicator], HealthController);
+decorate(HealthController, 'check', [Get(), HealthCheck()]);
+Reflect.decorate([Controller('health')], HealthController);
+class AppModule {}
+Reflect.decorate([Module({
+  imports: [TerminusModule, IdempotencyModule.forRoot({})],
+  controllers: [PaymentsController, HealthController],
+  providers: [IdempotencyHealthIndicator],
+})], AppModule);
+const app = await NestFactory.create(AppModule, { logger: ['error'], abortOnError: false });
+const document = SwaggerModule.createDocument(app, new DocumentBuilder().build());
+const parameters = document.paths['/payments'].post.parameters.map((p) => p.name);
+await app.listen(0, '127.0.0.1');
+console.log('READY ' + JSON.stringify({ port: app.getHttpServer().address().port, resolved: '', parameters }));
+`;
 
 /**
  * The app: STORE=postgres runs the PostgreSQL store with transactional completion through the

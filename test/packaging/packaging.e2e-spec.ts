@@ -6,7 +6,14 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
-import { installDocsApp, type InstallLine } from './docs-install';
+import {
+  DOCS_NEST12_MAIN,
+  NEST12_DOCS_STEPS,
+  docsAppLines,
+  installDocsApp,
+  runInstallLines,
+  type InstallLine,
+} from './docs-install';
 
 /**
  * The package as users get it: `npm pack` of a copy of the sources (so the shared dist/ is never
@@ -47,6 +54,8 @@ interface ScratchApp {
   microservices?: string;
   /** Loads the packages the app body uses and sets RESOLVED to the file `nestjs-idempotency` maps to. */
   header: string;
+  /** The docs' install lines for this app's NestJS, run after its own install (docs.mjs uses them). */
+  docsLines?: InstallLine[];
   dir?: string;
 }
 
@@ -149,6 +158,7 @@ const { firstValueFrom, timeout } = require('rxjs');`,
   {
     name: 'nest12-esm',
     nest: lockedNest12Version('@nestjs/core'),
+    docsLines: docsAppLines(NEST12_DOCS_STEPS),
     type: 'module',
     ioredis: rootVersion('ioredis'),
     microservices: lockedNest12Version('@nestjs/microservices'),
@@ -230,6 +240,10 @@ async function installApp(work: string, app: ScratchApp, tarball: string): Promi
   await writeFile(join(dir, 'package.json'), JSON.stringify(packageJson, null, 2));
   await writeFile(join(dir, 'main.js'), mainFile(app));
   await run('npm', NPM_INSTALL, { cwd: dir, maxBuffer: 16 * 1024 * 1024 });
+  if (app.docsLines) {
+    await writeFile(join(dir, 'docs.mjs'), DOCS_NEST12_MAIN);
+    await runInstallLines(dir, app.docsLines, tarball, `NestJS ${app.nest}`);
+  }
   return dir;
 }
 
@@ -253,7 +267,7 @@ function start(
   env: Record<string, string>,
   settle: (output: string, exit?: { code: number | null; signal: string | null }) => boolean,
 ): ChildProcess {
-  const child = spawn(process.execPath, ['main.js'], {
+  const child = spawn(process.execPath, [env.SCRIPT ?? 'main.js'], {
     cwd: dir,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -388,7 +402,8 @@ describe('the packed package in scratch apps', () => {
     });
     docsApp.catch(() => {}); // reported by the tests that await it
     await Promise.all(APPS.map(async (app) => (app.dir = await installApp(work, app, tarball))));
-  }, 240_000);
+    // npm pack, then four installs at once, the docs' lines one after another in two of them.
+  }, 600_000);
 
   /** REDIS_URL and a key prefix of the boot's own (the message key is 'k1' in every app). */
   async function redisEnv(app: ScratchApp, boot = 'http'): Promise<Record<string, string>> {
@@ -472,7 +487,7 @@ export const used = [IdempotencyModule.forRoot({ store: new MemoryIdempotencySto
           );
         });
       }
-    });
+    }, 120_000); // tsc twice for a CommonJS app
 
     it.each(app.ioredis ? ['memory', 'redis'] : ['memory'])(
       'replays the second POST on the %s store',
@@ -549,6 +564,20 @@ export const used = [IdempotencyModule.forRoot({ store: new MemoryIdempotencySto
         );
       });
     }
+  });
+
+  it("nest12-esm: the docs' NestJS 12 lines (Swagger, Terminus) install; the document and /health work", async () => {
+    const app = APPS.find((candidate) => candidate.docsLines)!;
+    const booted = await boot(app.dir!, { SCRIPT: 'docs.mjs' });
+    children.push(booted.child);
+    expect((booted as Booted & { parameters: string[] }).parameters).toContain('Idempotency-Key');
+    const health = await fetch(`${booted.url}/health`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ info: { idempotency: { status: 'up' } } });
+    const key = `docs-nest12-${Date.now()}`;
+    expect((await pay(booted.url, key)).replayed).toBeNull();
+    expect((await pay(booted.url, key)).replayed).toBe('true');
+    await stop(booted.child);
   });
 
   describe('nest11-docs: the install lines of the README and docs/, as written, in a fresh app', () => {

@@ -29,6 +29,21 @@ const LANES: Lane[] = [
   },
 ];
 
+/** Blocks that must fail, and where: the check's own messages, checked with the real ones. */
+const PROBES: { block: DocsBlock; errors: string[] }[] = [
+  {
+    block: { page: 'docs/probe.md', fenceLine: 10, code: 'const a = 1;\nconst b: string = a;' },
+    errors: ["docs/probe.md:12:7 TS2322: Type 'number' is not assignable to type 'string'."],
+  },
+  {
+    block: { page: 'docs/probe.md', fenceLine: 20, code: "client.send('payments.charge', {});" },
+    errors: [
+      'docs/probe.md:21:1 docs: send() returns a cold Observable, discarded here: nothing is ' +
+        'sent. Subscribe to it: `await firstValueFrom(client.send(...))`.',
+    ],
+  },
+];
+
 function nestVersion(nodeModules: string): string {
   const file = join(nodeModules, '@nestjs', 'core', 'package.json');
   return existsSync(file)
@@ -72,8 +87,14 @@ describe('the ```ts blocks of the README and docs/', () => {
           'NestJS 12 is not installed in compat/nest12: run `npm run compat:install`',
         );
       }
-      results = checkBlocks(ROOT, lane, compiled);
+      results = checkBlocks(ROOT, lane, [...compiled, ...PROBES.map((probe) => probe.block)]);
     }, 120_000);
+
+    it('names the page, line and column of an error (probe blocks)', () => {
+      expect(PROBES.map((probe) => results.get(probe.block))).toEqual(
+        PROBES.map((probe) => probe.errors),
+      );
+    });
 
     it.each(compiled.map((block) => [`${block.page}:${block.fenceLine}`, block] as const))(
       '%s compiles',
