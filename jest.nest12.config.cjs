@@ -43,6 +43,8 @@ module.exports = {
   moduleNameMapper: {
     '^nestjs-idempotency$': '<rootDir>/compat/nest12/dist/index.js',
     '^nestjs-idempotency/testing$': '<rootDir>/compat/nest12/dist/testing/index.js',
+    // ESM-only under mercurius (see the file), which @fastify/static require()s.
+    '^content-disposition$': '<rootDir>/test/support/content-disposition.cjs',
   },
   resolver: '<rootDir>/compat/nest12/resolver.cjs',
   setupFilesAfterEnv: ['<rootDir>/compat/nest12/setup.mjs'],

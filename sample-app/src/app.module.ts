@@ -1,4 +1,6 @@
+import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import { DynamicModule, Module } from '@nestjs/common';
+import { GraphQLModule } from '@nestjs/graphql';
 import { IdempotencyModule, IdempotencyModuleOptions } from 'nestjs-idempotency';
 import { redisOption, SampleConfig, SampleConfigModule } from './config';
 import { OrdersConsumer } from './orders/orders.consumer';
@@ -6,6 +8,7 @@ import { OrdersController } from './orders/orders.controller';
 import { OrdersService } from './orders/orders.service';
 import { PaymentsConsumer } from './payments/payments.consumer';
 import { PaymentsController } from './payments/payments.controller';
+import { PaymentsResolver } from './payments/payments.resolver';
 import { PaymentsService } from './payments/payments.service';
 import { ReportsController } from './reports/reports.controller';
 import { StatsController } from './stats/stats.controller';
@@ -21,6 +24,8 @@ export class AppModule {
       imports: [
         SampleConfigModule.forRoot(config),
         StatsModule,
+        // POST /graphql: the chargePayment mutation (Apollo on Express, schema built from code).
+        GraphQLModule.forRoot<ApolloDriverConfig>({ driver: ApolloDriver, autoSchemaFile: true }),
         IdempotencyModule.forRootAsync({
           imports: [StatsModule],
           inject: [SampleConfig, StatsService],
@@ -39,7 +44,7 @@ export class AppModule {
         PaymentsConsumer,
         OrdersConsumer,
       ],
-      providers: [PaymentsService, OrdersService],
+      providers: [PaymentsService, OrdersService, PaymentsResolver],
     };
   }
 }

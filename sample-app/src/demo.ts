@@ -176,6 +176,20 @@ export async function runDemo(url: string, options: { burst?: number } = {}): Pr
         }
       },
     );
+    await scenario(
+      'graphql',
+      'The GraphQL mutation chargePayment sent twice with one key, then without a key',
+      'PaymentsResolver.chargePayment',
+      async (r) => {
+        const mutation =
+          'mutation { chargePayment(amount: 1500, currency: "EUR") { id amount capturedAt } }';
+        const first = await r.graphql(mutation, key('graphql'));
+        const replay = await r.graphql(mutation, key('graphql'));
+        // A replay is the first response's bytes: same id, same capturedAt.
+        count(r.statuses, first === replay ? 'identical responses' : 'different responses');
+        await r.graphql(mutation);
+      },
+    );
     return {
       url,
       tcp: info.tcp,
@@ -207,6 +221,22 @@ class Recorder {
       if (value !== null) count(this.headers, `${name}: ${value}`);
     }
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  /** POST /graphql; counts `data` or each error's `extensions.code`; returns the raw body. */
+  async graphql(query: string, key?: string): Promise<string> {
+    const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+    if (key !== undefined) headers['Idempotency-Key'] = key;
+    const res = await fetch(`${this.url}/graphql`, {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ query }),
+    });
+    const text = await res.text();
+    const body = JSON.parse(text) as { errors?: { extensions?: { code?: string } }[] };
+    for (const error of body.errors ?? []) count(this.statuses, `error ${error.extensions?.code}`);
+    if (!body.errors) count(this.statuses, 'data');
+    return text;
   }
 
   async send(client: ClientProxy, pattern: string, data: unknown): Promise<void> {

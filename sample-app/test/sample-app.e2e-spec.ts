@@ -266,6 +266,12 @@ describe.each(['memory', 'redis'] as const)('the sample app on the %s store', (s
       outcomes: { replayed: 1 },
     });
 
+    expect(scenario('graphql')).toMatchObject({
+      statuses: { data: 2, 'identical responses': 1, 'error IDEMPOTENCY_KEY_MISSING': 1 },
+      executions: 1,
+      outcomes: { claimed: 1, completed: 1, replayed: 1 },
+    });
+
     const text = formatReport(report);
     expect(text).toContain('1. burst: 20 concurrent duplicates of POST /payments');
     expect(text).toContain('PaymentsController.create ran 1×');

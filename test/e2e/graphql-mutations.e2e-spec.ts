@@ -1,6 +1,7 @@
 import { findFreePort } from '../support/redis-server';
 import {
   GRAPHQL_SERVERS,
+  IdempotentClassResolver,
   IdempotentSubscriptionResolver,
   startGraphqlApp,
   type GraphqlApp,
@@ -134,6 +135,23 @@ describe.each(GRAPHQL_SERVERS)('schema-first GraphQL on %s', (server) => {
       expect(first.body.data?.issueReceipt).toMatchObject({ id: 'receipt-5-1', run: 1 });
       expect(second.text).toBe(first.text);
       expect(api.executions.count('issueReceipt')).toBe(1);
+    } finally {
+      await api.close();
+    }
+  });
+});
+
+describe.each(GRAPHQL_SERVERS)('@Idempotent() on a resolver class on %s', (server) => {
+  it('makes its mutations idempotent and leaves its queries alone', async () => {
+    const api = await startGraphqlApp(server, {}, { resolvers: [IdempotentClassResolver] });
+    try {
+      const key = newKey();
+      const bumps = [await api.gql('mutation { bump }', { key })];
+      bumps.push(await api.gql('mutation { bump }', { key }));
+      const tallies = [await api.gql('{ tally }', { key }), await api.gql('{ tally }', { key })];
+      expect(bumps.map((r) => r.body.data?.bump)).toEqual([1, 1]);
+      expect(tallies.map((r) => r.body.data?.tally)).toEqual([1, 2]);
+      expect(tallies.every((r) => r.body.errors === undefined)).toBe(true);
     } finally {
       await api.close();
     }

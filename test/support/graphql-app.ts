@@ -177,6 +177,23 @@ export class OrdersResolver {
   }
 }
 
+/** `@Idempotent()` on the class: its mutation is idempotent, its query left alone. */
+@Resolver()
+@Idempotent()
+export class IdempotentClassResolver {
+  constructor(private readonly executions: Executions) {}
+
+  @Query(() => Int)
+  tally(): number {
+    return this.executions.hit('tally');
+  }
+
+  @Mutation(() => Int)
+  bump(): number {
+    return this.executions.hit('bump');
+  }
+}
+
 /** A subscription marked `@Idempotent()`: refused at boot. */
 @Resolver()
 export class IdempotentSubscriptionResolver {

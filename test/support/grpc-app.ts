@@ -16,6 +16,8 @@ import {
 } from '@nestjs/microservices';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Observable, of } from 'rxjs';
 import {
@@ -27,7 +29,37 @@ import {
 import { findFreePort } from './redis-server';
 import { Executions } from './test-app';
 
-export const ORDERS_PROTO = join(__dirname, 'grpc', 'orders.proto');
+/** The service definition, written to a file for the loaders (ESM tests have no __dirname). */
+const ORDERS_PROTO_TEXT = `syntax = "proto3";
+
+package orders;
+
+service Orders {
+  rpc Create (CreateOrder) returns (Order);
+  rpc CreateSlow (CreateOrder) returns (Order);
+  rpc CreateWaiting (CreateOrder) returns (Order);
+  rpc CreateFlaky (CreateOrder) returns (Order);
+  rpc CreateOutOfStock (CreateOrder) returns (Order);
+  rpc CreateRequired (CreateOrder) returns (Order);
+  rpc CreateFromMessage (CreateOrder) returns (Order);
+  rpc Watch (CreateOrder) returns (stream Order);
+}
+
+message CreateOrder {
+  string item = 1;
+  string request_id = 2;
+}
+
+message Order {
+  string id = 1;
+  string item = 2;
+  int32 run = 3;
+  bytes receipt = 4;
+  string owner = 5;
+}
+`;
+export const ORDERS_PROTO = join(mkdtempSync(join(tmpdir(), 'grpc-orders-')), 'orders.proto');
+writeFileSync(ORDERS_PROTO, ORDERS_PROTO_TEXT);
 
 /** What the service sends back: `receipt` is a bytes field (a Buffer on both sides). */
 export interface GrpcOrder {
