@@ -130,7 +130,7 @@ export interface IdempotencyOptions {
    * through it (`txHost.tx`, `@Transactional()` services) in the handler. A completion refused
    * because the request lost its lease (fenced) rolls the transaction back, and the client gets
    * 409 (a retry replays the winner's response). Needs a store that can write inside the app's
-   * transaction: the PostgreSQL store, on the database the app writes to. Default: false.
+   * transaction: the PostgreSQL or MySQL store, on the database the app writes to. Default: false.
    */
   transactional?: boolean | { connectionName?: string };
   /**

@@ -12,16 +12,9 @@ import {
 } from './idempotency.store';
 import { checkMysqlStoreOptions, type MysqlIdempotencyStoreOptions } from './mysql-options';
 import { MysqlPoller } from './mysql-poller';
-import {
-  DEFAULT_MYSQL_TABLE,
-  mysqlSchemaSql,
-  mysqlStatements,
-  MysqlStatements,
-  quoteMysql,
-} from './mysql-statements';
+import { MysqlSchema } from './mysql-schema';
+import { DEFAULT_MYSQL_TABLE, mysqlStatements, MysqlStatements } from './mysql-statements';
 import { describeError, describeValue, within } from './sql/errors';
-import { schemaProblem } from './sql/schema-check';
-import { schemaOf } from './sql/options';
 import { Sweeper } from './sql/sweeper';
 import { queryThrough } from './sql/transaction-handle';
 import { Watchers } from './sql/watchers';
@@ -81,8 +74,7 @@ export class MysqlIdempotencyStore
   private readonly watchers = new Watchers();
   private readonly poller: MysqlPoller;
   private readonly sweeper: Sweeper;
-  /** The schema, once created (ensureSchema). */
-  private schema?: Promise<void>;
+  private readonly schema: MysqlSchema;
   private closed = false;
   private closing?: Promise<void>;
 
@@ -101,6 +93,7 @@ export class MysqlIdempotencyStore
         : (pool as PromisePool);
     this.table = options.table ?? DEFAULT_MYSQL_TABLE;
     this.sql = mysqlStatements(this.table);
+    this.schema = new MysqlSchema(this.pool, this.table, this.logger);
     this.sweeper = new Sweeper(
       async (batch) => (await this.write('sweep', [batch])).affectedRows,
       options.sweepBatchSize ?? 500,
@@ -232,7 +225,7 @@ export class MysqlIdempotencyStore
    * there, and first use reports the same.
    */
   async whenReady(timeoutMs: number): Promise<boolean> {
-    const check = this.options.ensureSchema ? this.ensureSchema() : this.checkSchema();
+    const check = this.options.ensureSchema ? this.schema.ensure() : this.schema.check();
     const answered = await within(
       check.then(
         () => true,
@@ -268,54 +261,6 @@ export class MysqlIdempotencyStore
       );
   }
 
-  /** Without ensureSchema: logs what is missing (table, database) and the fix. */
-  private async checkSchema(): Promise<void> {
-    const database = schemaOf(this.table);
-    const [rows] = await this.pool.query(
-      `SELECT (SELECT COUNT(*) FROM information_schema.schemata
-         WHERE schema_name = COALESCE(?, DATABASE())) AS has_schema,
-        (SELECT COUNT(*) FROM information_schema.tables
-         WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?) AS has_table`,
-      [database ?? null, database ?? null, this.table.split('.').pop()],
-    );
-    const [row] = rows as { has_schema: number | string; has_table: number | string }[];
-    if (Number(row.has_table) > 0) return;
-    this.logger.error(this.missing(Number(row.has_schema) > 0));
-  }
-
-  private missing(schemaExists: boolean): string {
-    return schemaProblem({
-      database: 'MySQL',
-      table: this.table,
-      schemaExists,
-      schemaWord: 'database',
-      migration: 'sql/mysql/001_idempotency_records.sql',
-      option: 'mysql',
-    });
-  }
-
-  /** Creates the database (qualified name) and table once; a failure is retried on next call. */
-  private ensureSchema(): Promise<void> {
-    return (this.schema ??= (async () => {
-      const database = schemaOf(this.table);
-      if (database) {
-        await this.pool
-          .query(`CREATE DATABASE IF NOT EXISTS ${quoteMysql(database)}`)
-          .catch((error: unknown) => {
-            throw new Error(
-              `MysqlIdempotencyStore: ensureSchema could not create the database ${database} ` +
-                `of the table ${this.table}: ${describeError(error)}. Create it, or grant CREATE.`,
-              { cause: error },
-            );
-          });
-      }
-      await this.pool.query(mysqlSchemaSql(this.table));
-    })().catch((error: unknown) => {
-      this.schema = undefined;
-      throw error;
-    }));
-  }
-
   /** Runs a write statement of the store; resolves its OK packet. */
   private async write(
     name: Exclude<keyof MysqlStatements, 'pending'>,
@@ -331,14 +276,14 @@ export class MysqlIdempotencyStore
   }
 
   private async run(sql: string, values: unknown[]) {
-    if (this.options.ensureSchema) await this.ensureSchema();
+    if (this.options.ensureSchema) await this.schema.ensure();
     try {
       return await this.pool.query(sql, values);
     } catch (error) {
       // ER_NO_SUCH_TABLE, ER_BAD_DB_ERROR: a missing migration, not an outage.
       const code = (error as { code?: string }).code;
       if (code === 'ER_NO_SUCH_TABLE' || code === 'ER_BAD_DB_ERROR') {
-        throw new Error(this.missing(code !== 'ER_BAD_DB_ERROR'), { cause: error });
+        throw new Error(this.schema.missing(code !== 'ER_BAD_DB_ERROR'), { cause: error });
       }
       throw error;
     }

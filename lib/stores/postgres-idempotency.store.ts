@@ -15,15 +15,8 @@ import {
   type PostgresIdempotencyStoreOptions,
 } from './postgres-options';
 import { PostgresListener } from './postgres-listener';
-import {
-  DEFAULT_TABLE,
-  postgresSchemaSql,
-  quote,
-  statements,
-  Statements,
-} from './postgres-statements';
-import { schemaOf } from './sql/options';
-import { schemaProblem } from './sql/schema-check';
+import { PostgresSchema } from './postgres-schema';
+import { DEFAULT_TABLE, statements, Statements } from './postgres-statements';
 import { describeError, describeValue, within } from './sql/errors';
 import { Sweeper } from './sql/sweeper';
 import { queryThrough } from './sql/transaction-handle';
@@ -83,8 +76,7 @@ export class PostgresIdempotencyStore
   private readonly logger = new Logger('Idempotency');
   private readonly watchers = new Watchers();
   private readonly listener: PostgresListener;
-  /** The schema, once created (ensureSchema). */
-  private schema?: Promise<void>;
+  private readonly schema: PostgresSchema;
   private readonly sweeper: Sweeper;
   /**
    * Open connections close() waits for: every one of an owned pool, and the LISTEN connection.
@@ -105,6 +97,7 @@ export class PostgresIdempotencyStore
     this.table = options.table ?? DEFAULT_TABLE;
     this.channel = this.table;
     this.sql = statements(this.table);
+    this.schema = new PostgresSchema(pool, this.table, this.logger);
     this.names = Object.fromEntries(
       Object.entries(this.sql).map(([name, text]) => [
         name,
@@ -241,7 +234,7 @@ export class PostgresIdempotencyStore
    * after `timeoutMs` or on an error: the module warns and boots anyway.
    */
   async whenReady(timeoutMs: number): Promise<boolean> {
-    const check = this.options.ensureSchema ? this.ensureSchema() : this.checkSchema();
+    const check = this.options.ensureSchema ? this.schema.ensure() : this.schema.check();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<false>((resolve) => {
       timer = setTimeout(() => resolve(false), timeoutMs);
@@ -296,61 +289,16 @@ export class PostgresIdempotencyStore
     client.once('end', () => this.clients.delete(client));
   }
 
-  /** Creates the table and index once (ensureSchema); a failure is retried on the next call. */
-  private ensureSchema(): Promise<void> {
-    return (this.schema ??= this.pool.query(postgresSchemaSql(this.table)).then(
-      () => undefined,
-      (error: unknown) => {
-        this.schema = undefined;
-        const schema = schemaOf(this.table);
-        // 42501 insufficient_privilege: most often CREATE on the database, for the schema.
-        if (schema && (error as { code?: string }).code === '42501') {
-          throw new Error(
-            `PostgresIdempotencyStore: ensureSchema could not create the schema "${schema}" or ` +
-              `the table "${this.table}" in it: ${describeError(error)}. Create the schema (or ` +
-              'grant CREATE), or apply sql/001_idempotency_records.sql with your migrations.',
-            { cause: error },
-          );
-        }
-        throw error;
-      },
-    ));
-  }
-
-  /**
-   * Without ensureSchema: logs what is missing (table, schema) and the fix. The database
-   * answered, so the module does not report an outage.
-   */
-  private async checkSchema(): Promise<void> {
-    const { rows } = await this.pool.query<{ has_table: boolean; has_schema: boolean }>(
-      `SELECT to_regclass($1) IS NOT NULL AS has_table,
-        EXISTS (SELECT FROM pg_namespace WHERE nspname = COALESCE($2, current_schema())) AS has_schema`,
-      [quote(this.table), schemaOf(this.table) ?? null],
-    );
-    if (!rows[0].has_table) this.logger.error(this.missing(rows[0].has_schema));
-  }
-
-  private missing(schemaExists: boolean): string {
-    return schemaProblem({
-      database: 'PostgreSQL',
-      table: this.table,
-      schemaExists,
-      schemaWord: 'schema',
-      migration: 'sql/001_idempotency_records.sql',
-      option: 'postgres',
-    });
-  }
-
   /** Runs a statement of the store as a prepared statement of its connection. */
   private async run(name: keyof Statements, values: unknown[]) {
-    if (this.options.ensureSchema) await this.ensureSchema();
+    if (this.options.ensureSchema) await this.schema.ensure();
     try {
       return await this.pool.query({ name: this.names[name], text: this.sql[name], values });
     } catch (error) {
       // 42P01 undefined_table, 3F000 invalid_schema_name: a missing migration, not an outage.
       const code = (error as { code?: string }).code;
       if (code === '42P01' || code === '3F000') {
-        throw new Error(this.missing(code === '42P01'), { cause: error });
+        throw new Error(this.schema.missing(code === '42P01'), { cause: error });
       }
       throw error;
     }

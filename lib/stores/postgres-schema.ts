@@ -1,0 +1,66 @@
+import type { Logger } from '@nestjs/common';
+import type { Pool } from 'pg';
+import { postgresSchemaSql, quote } from './postgres-statements';
+import { describeError } from './sql/errors';
+import { schemaOf } from './sql/options';
+import { schemaProblem } from './sql/schema-check';
+
+/**
+ * The PostgreSQL store's table: whether it (and its schema) exist, what to say when not, and its
+ * creation with ensureSchema.
+ */
+export class PostgresSchema {
+  /** The table, once created (ensureSchema). */
+  private created?: Promise<void>;
+
+  constructor(
+    private readonly pool: Pool,
+    private readonly table: string,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Creates the table and index once (ensureSchema); a failure is retried on the next call. */
+  ensure(): Promise<void> {
+    return (this.created ??= this.pool.query(postgresSchemaSql(this.table)).then(
+      () => undefined,
+      (error: unknown) => {
+        this.created = undefined;
+        const schema = schemaOf(this.table);
+        // 42501 insufficient_privilege: most often CREATE on the database, for the schema.
+        if (schema && (error as { code?: string }).code === '42501') {
+          throw new Error(
+            `PostgresIdempotencyStore: ensureSchema could not create the schema "${schema}" or ` +
+              `the table "${this.table}" in it: ${describeError(error)}. Create the schema (or ` +
+              'grant CREATE), or apply sql/001_idempotency_records.sql with your migrations.',
+            { cause: error },
+          );
+        }
+        throw error;
+      },
+    ));
+  }
+
+  /**
+   * Without ensureSchema: logs what is missing (table, schema) and the fix. The database
+   * answered, so the module does not report an outage.
+   */
+  async check(): Promise<void> {
+    const { rows } = await this.pool.query<{ has_table: boolean; has_schema: boolean }>(
+      `SELECT to_regclass($1) IS NOT NULL AS has_table,
+        EXISTS (SELECT FROM pg_namespace WHERE nspname = COALESCE($2, current_schema())) AS has_schema`,
+      [quote(this.table), schemaOf(this.table) ?? null],
+    );
+    if (!rows[0].has_table) this.logger.error(this.missing(rows[0].has_schema));
+  }
+
+  missing(schemaExists: boolean): string {
+    return schemaProblem({
+      database: 'PostgreSQL',
+      table: this.table,
+      schemaExists,
+      schemaWord: 'schema',
+      migration: 'sql/001_idempotency_records.sql',
+      option: 'postgres',
+    });
+  }
+}
