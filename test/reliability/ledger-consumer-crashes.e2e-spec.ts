@@ -2,6 +2,7 @@ import { connect as amqpConnect } from 'amqplib';
 import { randomUUID } from 'node:crypto';
 import { DataSource, type DataSourceOptions } from 'typeorm';
 import { requireBroker, RMQ_URL } from '../support/microservice-app';
+import { dropMysqlTable, testMysqlPool, testMysqlUrl, uniqueMysqlTable } from '../support/mysql';
 import { testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { AppProcess, buildLibrary } from './app-process';
@@ -12,7 +13,8 @@ import { publishingOrder, unsettledOn, until } from './stream';
  * while the publisher sends duplicates, per store: with `transactional: true` the row commits with
  * the record, so no event is lost and none is written twice; on Redis, an event runs twice only
  * when its consumer died between the insert and storing the outcome (the crash window). A store
- * is one {@link StoreCase}: a MySQL store plugs in with its `forRoot` options and its ledger.
+ * is one {@link StoreCase}: its `forRoot` options and its ledger; the MySQL store runs on MariaDB
+ * with the ledger in the same database (TypeORM's mysql driver, mysql2).
  */
 const FULL = process.env.RELIABILITY_FULL === '1';
 const MESSAGES = FULL ? 300 : 100;
@@ -27,11 +29,14 @@ interface StoreCase {
   store(): Promise<Record<string, unknown>>;
   /** TypeORM options of the database the ledger rows go to (the store's, when transactional). */
   ledger: DataSourceOptions;
+  /** Fails naming the database when it is not there (in CI and locally alike). */
+  requireDatabase(): Promise<void>;
   /** Drops what `store()` created. */
   cleanUp(): Promise<void>;
 }
 
 const records = uniqueTable('consumer_records');
+const mysqlRecords = uniqueMysqlTable('consumer_records');
 const redisPrefix = uniquePrefix('ledger-consumers');
 
 const STORES: StoreCase[] = [
@@ -42,6 +47,7 @@ const STORES: StoreCase[] = [
       postgres: { connectionString: testPostgresUrl(), table: records, ensureSchema: true },
     }),
     ledger: { type: 'postgres', url: testPostgresUrl() },
+    requireDatabase: async () => (await testPool()).end(),
     cleanUp: async () => {
       const pool = await testPool();
       await pool.query(`DROP TABLE IF EXISTS "${records}"`);
@@ -53,10 +59,25 @@ const STORES: StoreCase[] = [
     transactional: false,
     store: async () => ({ redis: testRedisUrl(), keyPrefix: redisPrefix }),
     ledger: { type: 'postgres', url: testPostgresUrl() },
+    requireDatabase: async () => (await testPool()).end(),
     cleanUp: async () => {
       const redis = inspectionClient();
       await deleteKeysUnder(redis, redisPrefix);
       await redis.quit();
+    },
+  },
+  {
+    name: 'MySQL store on MariaDB, transactional',
+    transactional: true,
+    store: async () => ({
+      mysql: { uri: testMysqlUrl(), table: mysqlRecords, ensureSchema: true },
+    }),
+    ledger: { type: 'mysql', url: testMysqlUrl() },
+    requireDatabase: async () => (await testMysqlPool()).end(),
+    cleanUp: async () => {
+      const pool = await testMysqlPool();
+      await dropMysqlTable(pool, mysqlRecords);
+      await pool.end();
     },
   },
 ];
@@ -69,6 +90,7 @@ describe.each(STORES)('RabbitMQ ledger consumer killed mid-stream: $name', (stor
 
   beforeAll(async () => {
     await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
+    await store.requireDatabase();
     ledger = await new DataSource(store.ledger).initialize();
     await ledger.query(`CREATE TABLE ${table} (event_id varchar(64) NOT NULL)`);
   });
