@@ -176,7 +176,7 @@ describe.each(PLATFORMS)('module options on %s', (platform) => {
       ['forRootAsync', () => IdempotencyModule.forRootAsync({ useFactory: () => ({}) })],
     ])('refuses to boot %s without a store, naming the options', async (_, make) => {
       await expect(boot(make(), platform)).rejects.toThrow(
-        'IdempotencyModule: NODE_ENV is production and no `redis`, `postgres` or `store` is ' +
+        'IdempotencyModule: NODE_ENV is production and no `redis`, `postgres`, `mysql` or `store` is ' +
           'configured',
       );
       await expect(boot(make(), platform)).rejects.toThrow('allowInMemoryStorage: true');
