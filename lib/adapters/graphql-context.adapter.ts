@@ -6,7 +6,7 @@ import { describeError, errorStatus, rebuildError, type StoredError } from '../u
 import { fingerprint } from '../utils/fingerprint';
 import { loadPeer } from '../utils/load-optional';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import { decodeTagged, encodeTagged, type TaggedValue } from '../utils/tagged-value';
+import { decodeValue, encodeValue } from '../utils/value-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
 
 /** The parts of graphql-js's GraphQLResolveInfo used here. */
@@ -100,7 +100,7 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
     const reason = unreplayableReason(value);
     if (reason) return reason;
     try {
-      return { value: encodeTagged(value) };
+      return { value: encodeValue(value) };
     } catch (error) {
       return `not storable as data (${(error as Error).message})`;
     }
@@ -132,7 +132,7 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
     snapshot: ResponseSnapshot,
     options: ResolvedIdempotencyOptions,
   ): Observable<unknown> {
-    if (!snapshot.error) return of(decodeTagged(snapshot.value as TaggedValue));
+    if (!snapshot.error) return of(decodeValue(snapshot.value as string));
     const { status } = snapshot;
     const error = rebuildError(snapshot.value as StoredError, options.storeErrors, (stored) =>
       status === undefined
