@@ -5,6 +5,7 @@ import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-optio
 import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 import { loadPeer } from '../utils/load-optional';
+import { requestPrincipal } from '../utils/principal';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import { decodeValue, encodeValue } from '../utils/value-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
@@ -21,9 +22,8 @@ interface GraphqlContext {
   req?: {
     headers?: Record<string, string | string[] | undefined>;
     rawHeaders?: string[];
-    user?: unknown;
-    /** Fastify: Node's request, where Passport puts the user. */
-    raw?: { user?: unknown; rawHeaders?: string[] };
+    /** Fastify: Node's request. */
+    raw?: { rawHeaders?: string[] };
   };
 }
 
@@ -76,8 +76,7 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
   }
 
   principal(context: ExecutionContext): unknown {
-    const request = contextOf(context).req;
-    return request?.user ?? request?.raw?.user;
+    return requestPrincipal(contextOf(context).req);
   }
 
   fingerprint(context: ExecutionContext): string {
