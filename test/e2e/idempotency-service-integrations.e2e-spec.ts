@@ -8,6 +8,7 @@ import {
   IdempotencyRecordUnreadableError,
   IdempotencyService,
 } from '../../lib';
+import { deferred } from '../support/test-app';
 import { RealStore, realStore } from '../support/wrapped-store';
 
 const KEY_A = randomBytes(32);
@@ -16,7 +17,7 @@ const DERIVATION_SECRET = randomBytes(32);
 
 /**
  * What IdempotencyService.run() shares with @Idempotent() handlers: results sealed with
- * `encryption`, and derivedIdempotencyKey() inside fn.
+ * `encryption`, derivedIdempotencyKey() inside fn, heartbeats stopped at shutdown.
  */
 describe.each(['memory', 'redis'] as const)('IdempotencyService.run() on the %s store', (kind) => {
   let real: RealStore;
@@ -107,4 +108,25 @@ describe.each(['memory', 'redis'] as const)('IdempotencyService.run() on the %s 
     expect(derived[1]).toBe(derived[0]);
     expect(derived[2]).not.toBe(derived[0]);
   });
+
+  it('stops renewing a running call lease at app.close(): another replica takes the key over', async () => {
+    const closing = await start(undefined, { lockTtl: 1_000 });
+    const key = randomUUID();
+    const started = deferred();
+    const gate = deferred();
+    const hung = closing.run(key, async () => {
+      started.resolve();
+      await gate.promise;
+      return 'hung';
+    });
+    await started.promise;
+    await apps.shift()?.close();
+    // Renewed forever, the lease would make this wait out its 10 s and throw in progress.
+    const replica = await start(undefined, { lockTtl: 1_000, waitTimeout: 10_000 });
+    await expect(replica.run(key, () => 'retried')).resolves.toBe('retried');
+    gate.resolve();
+    // The hung call's late result is fenced: the replica's stays.
+    await expect(hung).resolves.toBe('hung');
+    await expect(replica.run(key, () => 'again')).resolves.toBe('retried');
+  }, 20_000);
 });
