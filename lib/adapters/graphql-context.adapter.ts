@@ -5,8 +5,9 @@ import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-optio
 import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 import { loadPeer } from '../utils/load-optional';
+import { requestPrincipal } from '../utils/principal';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import { decodeTagged, encodeTagged, type TaggedValue } from '../utils/tagged-value';
+import { decodeValue, encodeValue } from '../utils/value-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
 
 /** The parts of graphql-js's GraphQLResolveInfo used here. */
@@ -21,9 +22,8 @@ interface GraphqlContext {
   req?: {
     headers?: Record<string, string | string[] | undefined>;
     rawHeaders?: string[];
-    user?: unknown;
-    /** Fastify: Node's request, where Passport puts the user. */
-    raw?: { user?: unknown; rawHeaders?: string[] };
+    /** Fastify: Node's request. */
+    raw?: { rawHeaders?: string[] };
   };
 }
 
@@ -76,8 +76,7 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
   }
 
   principal(context: ExecutionContext): unknown {
-    const request = contextOf(context).req;
-    return request?.user ?? request?.raw?.user;
+    return requestPrincipal(contextOf(context).req);
   }
 
   fingerprint(context: ExecutionContext): string {
@@ -100,7 +99,7 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
     const reason = unreplayableReason(value);
     if (reason) return reason;
     try {
-      return { value: encodeTagged(value) };
+      return { value: encodeValue(value) };
     } catch (error) {
       return `not storable as data (${(error as Error).message})`;
     }
@@ -132,7 +131,7 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
     snapshot: ResponseSnapshot,
     options: ResolvedIdempotencyOptions,
   ): Observable<unknown> {
-    if (!snapshot.error) return of(decodeTagged(snapshot.value as TaggedValue));
+    if (!snapshot.error) return of(decodeValue(snapshot.value as string));
     const { status } = snapshot;
     const error = rebuildError(snapshot.value as StoredError, options.storeErrors, (stored) =>
       status === undefined

@@ -7,7 +7,7 @@ import { fingerprint } from '../utils/fingerprint';
 import { loadPeer } from '../utils/load-optional';
 import { PATTERN_METADATA } from '../utils/nest-metadata';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import { decodeTagged, encodeTagged, type TaggedValue } from '../utils/tagged-value';
+import { decodeValue, encodeValue } from '../utils/value-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
 
 /** What `@GrpcMethod()` / `@GrpcStreamMethod()` store as a handler's pattern. */
@@ -121,7 +121,7 @@ export class GrpcContextAdapter implements IdempotencyContextAdapter {
     const reason = unreplayableReason(value);
     if (reason) return reason;
     try {
-      return { value: encodeTagged(value) };
+      return { value: encodeValue(value) };
     } catch (error) {
       return `not storable as data (${(error as Error).message})`;
     }
@@ -144,7 +144,7 @@ export class GrpcContextAdapter implements IdempotencyContextAdapter {
     snapshot: ResponseSnapshot,
     options: ResolvedIdempotencyOptions,
   ): Observable<unknown> {
-    if (!snapshot.error) return of(decodeTagged(snapshot.value as TaggedValue));
+    if (!snapshot.error) return of(decodeValue(snapshot.value as string));
     const error = rebuildError(
       snapshot.value as StoredError,
       options.storeErrors,

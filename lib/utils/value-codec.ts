@@ -1,7 +1,10 @@
 /**
- * JSON text for the results of `IdempotencyService.run()`, which are values of a program rather
- * than HTTP bodies: `Date`, `bigint`, `Buffer`, `Map`, `Set` and `undefined` come back as they
- * went in, where plain JSON would turn them into strings, throw or drop them. They are written as
+ * JSON text for values of a program rather than HTTP bodies: the results of
+ * `IdempotencyService.run()`, and what a GraphQL resolver or gRPC method returned (stored rather
+ * than what was sent, so that field resolvers, custom scalars such as DateTime and BigInt, or the
+ * gRPC serialiser see on a replay what they saw the first time). `Date`, `bigint`, `Buffer`,
+ * `Map`, `Set` and `undefined` come back as they went in, where plain JSON would turn them into
+ * strings, throw or drop them. They are written as
  * one-key objects `{ "$": tag, "v": value }`; a plain object that itself has a `$` key is wrapped
  * too (`"o"`), so no stored data is ever mistaken for a tag. Decoding goes top down, so a
  * wrapped object's own fields are never read as tags either.
@@ -13,7 +16,11 @@ interface Tagged {
   v?: unknown;
 }
 
-/** Encodes `value` as JSON text (see the file's comment). Throws on a cycle or a symbol. */
+/**
+ * Encodes `value` as JSON text (see the file's comment). A `Uint8Array` (a protobuf `bytes` field)
+ * comes back as a Buffer. Throws a TypeError for what is not data: a cycle, a function, a symbol,
+ * another typed array or a DataView.
+ */
 export function encodeValue(value: unknown): string {
   return JSON.stringify(toJson(value, new Set()));
 }
@@ -32,7 +39,16 @@ function toJson(value: unknown, path: Set<object>): unknown {
   if (value === null || typeof value !== 'object') return value;
   // An invalid Date's time is NaN, which JSON writes as null.
   if (value instanceof Date) return { $: 'd', v: value.getTime() };
-  if (Buffer.isBuffer(value)) return { $: 'b', v: value.toString('base64') };
+  if (value instanceof Uint8Array) {
+    return {
+      $: 'b',
+      v: Buffer.from(value.buffer, value.byteOffset, value.length).toString('base64'),
+    };
+  }
+  // Other views as JSON would be objects of indexes, which would replay as no typed array.
+  if (ArrayBuffer.isView(value)) {
+    throw new TypeError(`a ${value.constructor.name} cannot be stored`);
+  }
   if (path.has(value)) throw new TypeError('a value with a cycle cannot be stored');
   path.add(value);
   try {

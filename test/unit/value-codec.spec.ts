@@ -2,7 +2,7 @@ import { decodeValue, encodeValue } from '../../lib/utils/value-codec';
 
 const roundTrip = (value: unknown) => decodeValue(encodeValue(value));
 
-describe('run() result codec', () => {
+describe('what run(), GraphQL and gRPC replays store of a value', () => {
   it('gives back Date, bigint, Buffer, Map, Set and undefined as they went in', () => {
     const value = {
       at: new Date('2026-11-25T18:00:00.123Z'),
@@ -18,6 +18,25 @@ describe('run() result codec', () => {
     expect(typeof back.amount).toBe('bigint');
     expect(Buffer.isBuffer(back.pdf)).toBe(true);
     expect(back.list).toHaveLength(4);
+  });
+
+  it('brings back Dates, bigints, Buffers and undefined nested in arrays', () => {
+    const value = {
+      at: new Date('2026-01-02T03:04:05.678Z'),
+      cents: 2n ** 64n,
+      bytes: Buffer.from([0, 1, 255]),
+      list: [1, undefined, { when: new Date(0), big: -1n }],
+      nested: { name: 'x', none: null },
+    };
+    expect(roundTrip(value)).toEqual(value);
+    expect(roundTrip(new Date(5))).toEqual(new Date(5));
+  });
+
+  it('brings back a Uint8Array (a protobuf bytes field) as a Buffer of its bytes', () => {
+    const whole = new Uint8Array([9, 0, 1, 255, 7]);
+    const back = roundTrip({ bytes: whole.subarray(1, 4) }) as { bytes: Buffer };
+    expect(Buffer.isBuffer(back.bytes)).toBe(true);
+    expect([...back.bytes]).toEqual([0, 1, 255]);
   });
 
   it('gives back top-level primitives, undefined and an invalid Date', () => {
@@ -39,6 +58,15 @@ describe('run() result codec', () => {
     expect(Object.keys(back)).toEqual(['__proto__']);
   });
 
+  it('decodes what is inside a `__proto__` field too', () => {
+    const value = JSON.parse('{"__proto__": {"at": 1}}') as Record<string, unknown>;
+    (value['__proto__'] as Record<string, unknown>).at = new Date(1);
+    const back = roundTrip(value) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(back)).toBe(Object.prototype);
+    expect(Object.hasOwn(back, '__proto__')).toBe(true);
+    expect((back['__proto__'] as { at: unknown }).at).toEqual(new Date(1));
+  });
+
   it('stores class instances as JSON would (toJSON, else own fields)', () => {
     class Money {
       constructor(readonly cents: number) {}
@@ -47,14 +75,33 @@ describe('run() result codec', () => {
       }
     }
     expect(roundTrip({ price: new Money(5) })).toEqual({ price: { cents: 5 } });
+    class Order {
+      constructor(
+        readonly id: string,
+        readonly note?: string,
+      ) {}
+      get label() {
+        return `order ${this.id}`;
+      }
+    }
+    // Own fields only: no getter, no field holding undefined.
+    expect(roundTrip(new Order('1'))).toEqual({ id: '1' });
+    expect(Object.keys(roundTrip(new Order('1')) as object)).toEqual(['id']);
   });
 
-  it('refuses cycles, functions and symbols', () => {
+  it('refuses cycles, functions, symbols and typed arrays other than bytes', () => {
     const cyclic: Record<string, unknown> = {};
     cyclic.self = cyclic;
     expect(() => encodeValue(cyclic)).toThrow(/cycle/);
     expect(() => encodeValue({ f: () => 1 })).toThrow(/function/);
     expect(() => encodeValue(Symbol('s'))).toThrow(/symbol/);
+    expect(() => encodeValue({ s: Symbol('x') })).toThrow(TypeError);
+    expect(() => encodeValue({ v: new Float64Array(2) })).toThrow(/Float64Array/);
+  });
+
+  it('lets one object appear twice (not a cycle)', () => {
+    const shared = { at: new Date(2) };
+    expect(roundTrip({ a: shared, b: shared })).toEqual({ a: shared, b: shared });
   });
 
   it('refuses a tag it does not know', () => {
