@@ -146,6 +146,17 @@ const rows = async (item: string) =>
 /** The types of the events since `mark` (`events.length` then): the tests run one at a time. */
 const typesSince = (mark: number) => events.slice(mark).map((event) => event.type);
 
+/**
+ * The PostgreSQL transactions that last wrote the payment of `item` and the record the
+ * `completed` event since `mark` names (`xmin`): one and the same when they committed together.
+ */
+async function writers(item: string, mark: number): Promise<string[]> {
+  const completed = events.slice(mark).find((event) => event.type === 'completed')!;
+  const xmin = async (table: string, key: string | undefined) =>
+    (await pool.query(`SELECT xmin::text AS x FROM "${table}" WHERE key = $1`, [key])).rows[0]?.x;
+  return [await xmin(payments, item), await xmin(records, completed.key)];
+}
+
 /** The record of `key` as the store has it, on the route the last event named. */
 async function recordState(app: { get: INestApplication['get'] }, key: string) {
   const route = events.at(-1)!.route;
@@ -205,6 +216,9 @@ describe('transactional completion on a GraphQL mutation (Apollo on Express)', (
     const mark = events.length;
     const first = await gql('pay', key, key);
     expect(first.body.errors).toBeUndefined();
+    const [payment, record] = await writers(key, mark);
+    expect(payment).toBeDefined();
+    expect(record).toBe(payment);
     const retry = await gql('pay', key, key);
     expect(retry.text).toBe(first.text);
     expect(typesSince(mark)).toEqual(['claimed', 'completed', 'replayed']);
@@ -271,6 +285,9 @@ describe('transactional completion on a unary gRPC method', () => {
     const key = randomUUID();
     const mark = events.length;
     const first = await call('Pay', key, key);
+    const [payment, record] = await writers(key, mark);
+    expect(payment).toBeDefined();
+    expect(record).toBe(payment);
     const retry = await call('Pay', key, key);
     expect(retry).toEqual(first);
     expect(typesSince(mark)).toEqual(['claimed', 'completed', 'replayed']);
