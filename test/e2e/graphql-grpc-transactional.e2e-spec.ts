@@ -119,9 +119,8 @@ function appImports() {
   return [
     DatabaseModule,
     ClsModule.forRoot({
-      // GraphQL over Express gets its CLS context from the middleware; gRPC has no HTTP
-      // middleware, so the interceptor opens it (mounted for both here, as a hybrid app would).
-      middleware: { mount: true },
+      // As docs/microservices.md advises (a microservice has no HTTP middleware), and as the
+      // ledger consumer fixture does: the interceptor starts the CLS context on either transport.
       interceptor: { mount: true },
       plugins: [
         new ClsPluginTransactional({
