@@ -34,6 +34,7 @@ module.exports = {
   testPathIgnorePatterns: [
     '/test/e2e/(attack-|mysql-)?transactional(-adapters)?\\.e2e-spec\\.ts$',
     '/test/e2e/idempotency-service-transactional\\.e2e-spec\\.ts$',
+    '/test/e2e/graphql-grpc-transactional\\.e2e-spec\\.ts$',
   ],
   extensionsToTreatAsEsm: ['.ts'],
   transform: {
