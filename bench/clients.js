@@ -11,7 +11,7 @@ const { createServer } = require('node:net');
 const { join } = require('node:path');
 const Redis = require('ioredis').default;
 const { createClient } = require(join(__dirname, 'peer', 'node_modules', 'redis'));
-const { defineIdempotencyCommands } = require('../dist/stores/redis-scripts');
+const { defineIdempotencyCommands } = require('../dist/stores/redis/redis-scripts');
 
 const CALLERS = 20;
 const COMMANDS = 30_000;

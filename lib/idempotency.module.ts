@@ -21,14 +21,14 @@ import { hoistInterceptor } from './interceptors/outermost';
 import { checkRoutes } from './interceptors/route-checks';
 import { createStore, waitUntilReady } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
-import { evictingPolicy, evictionWarning } from './stores/redis-eviction';
-import { RedisIdempotencyStore } from './stores/redis-idempotency.store';
+import { evictingPolicy, evictionWarning } from './stores/redis/redis-eviction';
+import { RedisIdempotencyStore } from './stores/redis/redis-idempotency.store';
 import { withTimeout } from './utils/timeout';
 import {
   assertOptionsObject,
   resolveModuleOptions,
   type ResolvedModuleOptions,
-} from './utils/options';
+} from './options/options';
 
 /**
  * Provides the idempotency store and the options that `@Idempotent()` routes (bound to

@@ -21,7 +21,7 @@ export type { ResponseSnapshot } from './utils/response-codec';
 export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS, requestPrincipal } from './utils/principal';
 export { IdempotencySerializerError } from './interceptors/serializers';
 export { rmqManualAck } from './microservices/rmq-manual-ack';
-export { DIAGNOSTICS_CHANNEL_PREFIX } from './interceptors/outcome-events';
+export { DIAGNOSTICS_CHANNEL_PREFIX } from './core/outcome-events';
 export { keyFromArgument } from './utils/key-from-argument';
 export { GRPC_RETRY_AFTER_METADATA, GRPC_STATUS } from './adapters/grpc-context.adapter';
 export * from './propagation';

@@ -1,6 +1,6 @@
 import { Reflector } from '@nestjs/core';
 import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import { validateOptions } from '../utils/options';
+import { validateOptions } from '../options/options';
 
 /**
  * The metadata `@Idempotent()` sets on a handler or controller: its validated options. Kept apart

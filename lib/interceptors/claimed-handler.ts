@@ -8,11 +8,11 @@ import {
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
 import { runClaimed } from '../propagation/run-claimed';
-import { queryableTransaction } from '../stores/orm-transactions';
+import { queryableTransaction } from '../stores/sql/orm-transactions';
 import { loadPeer } from '../utils/load-optional';
-import type { CompletionWrite, OutcomeRecorder } from './outcome-recorder';
+import type { CompletionWrite, OutcomeRecorder } from '../core/outcome-recorder';
 import { type Route, timeRun } from './route-resolver';
-import type { Claim, StoreCalls } from './store-calls';
+import type { Claim, StoreCalls } from '../core/store-calls';
 
 /** A claim and the route it was made on (none when a subclass made the route idempotent). */
 export interface RouteClaim extends Claim {

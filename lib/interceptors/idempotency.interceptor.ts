@@ -36,18 +36,18 @@ import {
 } from '../stores/idempotency.store';
 import { RecordCipher } from '../utils/encryption';
 import { ownerToken, parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
-import type { ResolvedModuleOptions } from '../utils/options';
+import type { ResolvedModuleOptions } from '../options/options';
 import { principalId, tenantId } from '../utils/principal';
 import { withTimeout } from '../utils/timeout';
 import { decodeResponse, type ResponseSnapshot } from '../utils/response-codec';
 import { ClaimedHandler, type RouteClaim } from './claimed-handler';
-import { describe, type EventSource, OutcomeEvents } from './outcome-events';
-import { OutcomeRecorder } from './outcome-recorder';
-import { OutcomeWaiter } from './outcome-waiter';
+import { describe, type EventSource, OutcomeEvents } from '../core/outcome-events';
+import { OutcomeRecorder } from '../core/outcome-recorder';
+import { OutcomeWaiter } from '../core/outcome-waiter';
 import { isPromise, RequestIdentity } from './request-identity';
 import { retryAfter, Route, routeIdentity, routeName, RouteResolver } from './route-resolver';
 import { GlobalSerializers } from './serializers';
-import { StoreCalls } from './store-calls';
+import { StoreCalls } from '../core/store-calls';
 
 /** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
 const STORE_RETRY_AFTER_MS = 1_000;

@@ -7,7 +7,7 @@ import type {
 } from '../interfaces/idempotency-options.interface';
 import { fingerprint } from '../utils/fingerprint';
 import { withTimeout } from '../utils/timeout';
-import { describe, type OutcomeEvents } from './outcome-events';
+import { describe, type OutcomeEvents } from '../core/outcome-events';
 
 /** The most a route's own fingerprint may hash, in characters of its canonical form (1 MiB). */
 const MAX_CUSTOM_FINGERPRINT = 1024 * 1024;

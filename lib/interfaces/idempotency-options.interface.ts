@@ -3,8 +3,8 @@ import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from '
 import type { Pool } from 'pg';
 import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { IdempotencyStore } from '../stores/idempotency.store';
-import type { IdempotencyPostgresConfig } from '../stores/postgres-idempotency.store';
-import type { IdempotencyMysqlConfig } from '../stores/mysql-options';
+import type { IdempotencyPostgresConfig } from '../stores/postgres/postgres-idempotency.store';
+import type { IdempotencyMysqlConfig } from '../stores/mysql/mysql-options';
 import type { Pool as MysqlPool } from 'mysql2';
 import type { Pool as MysqlPromisePool } from 'mysql2/promise';
 import type { IdempotencyEvent } from './idempotency-event.interface';

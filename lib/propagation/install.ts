@@ -1,5 +1,5 @@
 import type { ModulesContainer } from '@nestjs/core';
-import type { ResolvedModuleOptions } from '../utils/options';
+import type { ResolvedModuleOptions } from '../options/options';
 import { propagateThroughHttpServices } from './axios';
 import { propagateThroughClientProxy } from './client-proxy';
 import { secretProblem } from './derived-key';

@@ -5,11 +5,11 @@ import {
   Logger,
   ServiceUnavailableException,
 } from '@nestjs/common';
-import { describe } from '../interceptors/outcome-events';
+import { describe } from '../core/outcome-events';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
-import type { ResolvedModuleOptions } from '../utils/options';
+import type { ResolvedModuleOptions } from '../options/options';
 import { principalId, tenantId } from '../utils/principal';
 import { describeMeta } from '../utils/response-codec';
 import { withTimeout } from '../utils/timeout';

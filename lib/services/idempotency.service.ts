@@ -9,10 +9,10 @@ import {
 } from '../errors/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import { transactionHost, type TransactionHost } from '../interceptors/claimed-handler';
-import { describe, OutcomeEvents } from '../interceptors/outcome-events';
-import { OutcomeWaiter } from '../interceptors/outcome-waiter';
+import { describe, OutcomeEvents } from '../core/outcome-events';
+import { OutcomeWaiter } from '../core/outcome-waiter';
 import { isPromise } from '../interceptors/request-identity';
-import { type Claim, StoreCalls } from '../interceptors/store-calls';
+import { type Claim, StoreCalls } from '../core/store-calls';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type {
   IdempotencyRunKey,
@@ -29,7 +29,7 @@ import {
 } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 import { ownerToken, recordKey } from '../utils/key';
-import { validateOptions, type ResolvedModuleOptions } from '../utils/options';
+import { validateOptions, type ResolvedModuleOptions } from '../options/options';
 import { decodeResponse, encodeResponse, packResponse } from '../utils/response-codec';
 import { RecordCipher } from '../utils/encryption';
 import { runClaimed } from '../propagation/run-claimed';

@@ -2,15 +2,18 @@ import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
 import type { PoolConfig } from 'pg';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-options.interface';
-import type { ResolvedModuleOptions } from '../utils/options';
+import type { ResolvedModuleOptions } from '../options/options';
 import type { IdempotencyStore } from './idempotency.store';
-import { MemoryIdempotencyStore } from './memory-idempotency.store';
-import { IdempotencyPostgresConfig, PostgresIdempotencyStore } from './postgres-idempotency.store';
-import { isPgPool } from './postgres-options';
-import type { IdempotencyMysqlConfig } from './mysql-options';
-import { isMysqlPool } from './mysql-options';
-import { MysqlIdempotencyStore } from './mysql-idempotency.store';
-import { RedisIdempotencyStore } from './redis-idempotency.store';
+import { MemoryIdempotencyStore } from './memory/memory-idempotency.store';
+import {
+  IdempotencyPostgresConfig,
+  PostgresIdempotencyStore,
+} from './postgres/postgres-idempotency.store';
+import { isPgPool } from './postgres/postgres-options';
+import type { IdempotencyMysqlConfig } from './mysql/mysql-options';
+import { isMysqlPool } from './mysql/mysql-options';
+import { MysqlIdempotencyStore } from './mysql/mysql-idempotency.store';
+import { RedisIdempotencyStore } from './redis/redis-idempotency.store';
 import { loadPeer } from '../utils/load-optional';
 
 const logger = new Logger('Idempotency');

@@ -7,9 +7,9 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { IdempotencyStore } from '../stores/idempotency.store';
-import { evictingPolicy, evictionWarning } from '../stores/redis-eviction';
-import { RedisIdempotencyStore } from '../stores/redis-idempotency.store';
-import { parseDuration } from '../utils/duration';
+import { evictingPolicy, evictionWarning } from '../stores/redis/redis-eviction';
+import { RedisIdempotencyStore } from '../stores/redis/redis-idempotency.store';
+import { parseDuration } from '../options/duration';
 import { withTimeout } from '../utils/timeout';
 
 /** Options of {@link IdempotencyHealthIndicator.pingCheck}. */

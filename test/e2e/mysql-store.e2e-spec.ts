@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Pool } from 'mysql2/promise';
 import { MysqlIdempotencyStore, type StoredResponse } from '../../lib';
 import { packageFolder } from '../../lib/utils/load-optional';
-import { resolveModuleOptions } from '../../lib/utils/options';
+import { resolveModuleOptions } from '../../lib/options/options';
 import { dropMysqlTable, testMysqlPool, testMysqlUrl, uniqueMysqlTable } from '../support/mysql';
 import { PLATFORMS, post, startTestApp, type TestApp } from '../support/test-app';
 

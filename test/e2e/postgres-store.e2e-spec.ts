@@ -5,7 +5,7 @@ import { Pool, type PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { PostgresIdempotencyStore, type StoredResponse } from '../../lib';
 import { packageFolder } from '../../lib/utils/load-optional';
-import { resolveModuleOptions } from '../../lib/utils/options';
+import { resolveModuleOptions } from '../../lib/options/options';
 import {
   dropTable,
   testPool,

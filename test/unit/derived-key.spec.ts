@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { derivedIdempotencyKey, tryDerivedIdempotencyKey } from '../../lib';
-import { resolveModuleOptions } from '../../lib/utils/options';
+import { resolveModuleOptions } from '../../lib/options/options';
 import { deriveKey, inClaimContext, propagatedKey } from '../../lib/propagation/derived-key';
 import { hash, recordKey } from '../../lib/utils/key';
 

@@ -1,5 +1,5 @@
-import { parseDuration } from '../../lib/utils/duration';
-import { validateOptions } from '../../lib/utils/options';
+import { parseDuration } from '../../lib/options/duration';
+import { validateOptions } from '../../lib/options/options';
 
 describe('parseDuration', () => {
   it.each([

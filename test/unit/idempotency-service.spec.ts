@@ -3,9 +3,9 @@ import {
   IdempotencyStoreUnavailableError,
 } from '../../lib/errors/idempotency.errors';
 import { IdempotencyService } from '../../lib/services/idempotency.service';
-import { MemoryIdempotencyStore } from '../../lib/stores/memory-idempotency.store';
+import { MemoryIdempotencyStore } from '../../lib/stores/memory/memory-idempotency.store';
 import { recordKey } from '../../lib/utils/key';
-import { resolveModuleOptions } from '../../lib/utils/options';
+import { resolveModuleOptions } from '../../lib/options/options';
 
 function service(options = {}) {
   const store = new MemoryIdempotencyStore({ sweepIntervalMs: 0 });

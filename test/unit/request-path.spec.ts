@@ -4,15 +4,15 @@ import { Idempotent } from '../../lib/decorators/idempotent.decorator';
 import { IdempotencyStoreTimeoutError } from '../../lib/errors/store-timeout.error';
 import type { IdempotencyEvent } from '../../lib/interfaces/idempotency-event.interface';
 import { IdempotencyInterceptor } from '../../lib/interceptors/idempotency.interceptor';
-import { OutcomeEvents } from '../../lib/interceptors/outcome-events';
-import { OutcomeWaiter } from '../../lib/interceptors/outcome-waiter';
+import { OutcomeEvents } from '../../lib/core/outcome-events';
+import { OutcomeWaiter } from '../../lib/core/outcome-waiter';
 import {
   retryAfter,
   routeIdentity,
   RouteResolver,
   type Route,
 } from '../../lib/interceptors/route-resolver';
-import { type Claim, StoreCalls } from '../../lib/interceptors/store-calls';
+import { type Claim, StoreCalls } from '../../lib/core/store-calls';
 import {
   ClaimRequest,
   ClaimResult,
@@ -20,7 +20,7 @@ import {
   StoredResponse,
   WatchListener,
 } from '../../lib/stores/idempotency.store';
-import { DEFAULT_OPTIONS, resolveModuleOptions } from '../../lib/utils/options';
+import { DEFAULT_OPTIONS, resolveModuleOptions } from '../../lib/options/options';
 
 /** A deferred result a test settles by hand. */
 function deferred<T>() {

@@ -9,10 +9,10 @@ import type {
   IdempotencyOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
-import { checkPostgresOption } from '../stores/postgres-options';
+import { checkPostgresOption } from '../stores/postgres/postgres-options';
 import { parseDuration } from './duration';
-import { checkEncryptionOption } from './encryption';
-import { checkMysqlOption } from '../stores/mysql-options';
+import { checkEncryptionOption } from '../utils/encryption';
+import { checkMysqlOption } from '../stores/mysql/mysql-options';
 import { secretProblem } from '../propagation/derived-key';
 
 /** Defaults of every route option. */

@@ -9,8 +9,8 @@ import {
   RecordInspection,
   StoredResponse,
   WatchListener,
-} from './idempotency.store';
-import { withTimeout } from '../utils/timeout';
+} from '../idempotency.store';
+import { withTimeout } from '../../utils/timeout';
 import { defineIdempotencyCommands, IdempotencyCommands } from './redis-scripts';
 
 /** Options of {@link RedisIdempotencyStore}. */

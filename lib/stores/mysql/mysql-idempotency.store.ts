@@ -9,15 +9,15 @@ import {
   StoredResponse,
   TransactionalIdempotencyStore,
   WatchListener,
-} from './idempotency.store';
+} from '../idempotency.store';
 import { checkMysqlStoreOptions, type MysqlIdempotencyStoreOptions } from './mysql-options';
 import { MysqlPoller } from './mysql-poller';
 import { MysqlSchema } from './mysql-schema';
 import { DEFAULT_MYSQL_TABLE, mysqlStatements, MysqlStatements } from './mysql-statements';
-import { describeError, describeValue, within } from './sql/errors';
-import { Sweeper } from './sql/sweeper';
-import { queryThrough } from './sql/transaction-handle';
-import { Watchers } from './sql/watchers';
+import { describeError, describeValue, within } from '../sql/errors';
+import { Sweeper } from '../sql/sweeper';
+import { queryThrough } from '../sql/transaction-handle';
+import { Watchers } from '../sql/watchers';
 
 export { mysqlSchemaSql } from './mysql-statements';
 export type { IdempotencyMysqlConfig, MysqlIdempotencyStoreOptions } from './mysql-options';

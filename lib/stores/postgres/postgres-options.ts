@@ -3,7 +3,7 @@
  * validation (which runs before any store exists, and must not load the store's dependencies).
  */
 import type { Pool, PoolConfig } from 'pg';
-import { checkSqlStoreOptions } from './sql/options';
+import { checkSqlStoreOptions } from '../sql/options';
 
 /** Options of `PostgresIdempotencyStore`. */
 export interface PostgresIdempotencyStoreOptions {

@@ -5,8 +5,8 @@ import type { RecordCipher } from '../utils/encryption';
 import { matchesStoredErrors } from '../utils/error-codec';
 import { encodeResponse, packResponse, type ResponseSnapshot } from '../utils/response-codec';
 import { describe, type OutcomeEvents } from './outcome-events';
-import { isPromise } from './request-identity';
-import type { GlobalSerializers } from './serializers';
+import { isPromise } from '../interceptors/request-identity';
+import type { GlobalSerializers } from '../interceptors/serializers';
 import type { Claim, StoreCalls } from './store-calls';
 
 /** Writes a completion inside the app's transaction; resolves whether the claim still owned it. */

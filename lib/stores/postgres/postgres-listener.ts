@@ -1,6 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import type { Client, Notification, Pool, PoolClient } from 'pg';
-import type { Watchers } from './sql/watchers';
+import type { Watchers } from '../sql/watchers';
 
 /** Delay before the LISTEN connection is opened again after it failed, in ms. */
 const RELISTEN_DELAY_MS = 1_000;

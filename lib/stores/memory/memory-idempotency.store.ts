@@ -6,7 +6,7 @@ import {
   RecordInspection,
   StoredResponse,
   WatchListener,
-} from './idempotency.store';
+} from '../idempotency.store';
 
 /** Options of {@link MemoryIdempotencyStore}. */
 export interface MemoryIdempotencyStoreOptions {

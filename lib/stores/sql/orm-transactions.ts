@@ -1,4 +1,4 @@
-import { loadPeer } from '../utils/load-optional';
+import { loadPeer } from '../../utils/load-optional';
 
 /** A transaction handle the SQL stores write through: `query(sql, values)` resolving `{ rows }`. */
 interface Queryable {

@@ -1,9 +1,9 @@
 import type { Logger } from '@nestjs/common';
 import type { Pool as PromisePool } from 'mysql2/promise';
 import { mysqlSchemaSql, quoteMysql } from './mysql-statements';
-import { describeError } from './sql/errors';
-import { schemaOf } from './sql/options';
-import { schemaProblem } from './sql/schema-check';
+import { describeError } from '../sql/errors';
+import { schemaOf } from '../sql/options';
+import { schemaProblem } from '../sql/schema-check';
 
 /**
  * The MySQL store's table: whether it (and its database) exist, what to say when not, and its

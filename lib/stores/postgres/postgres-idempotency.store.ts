@@ -9,7 +9,7 @@ import {
   StoredResponse,
   TransactionalIdempotencyStore,
   WatchListener,
-} from './idempotency.store';
+} from '../idempotency.store';
 import {
   checkPostgresStoreOptions,
   type PostgresIdempotencyStoreOptions,
@@ -17,10 +17,10 @@ import {
 import { PostgresListener } from './postgres-listener';
 import { PostgresSchema } from './postgres-schema';
 import { DEFAULT_TABLE, statements, Statements } from './postgres-statements';
-import { describeError, describeValue, within } from './sql/errors';
-import { Sweeper } from './sql/sweeper';
-import { queryThrough } from './sql/transaction-handle';
-import { Watchers } from './sql/watchers';
+import { describeError, describeValue, within } from '../sql/errors';
+import { Sweeper } from '../sql/sweeper';
+import { queryThrough } from '../sql/transaction-handle';
+import { Watchers } from '../sql/watchers';
 
 export { expiryIndexName, postgresSchemaSql } from './postgres-statements';
 export type {

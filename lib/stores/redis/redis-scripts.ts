@@ -4,7 +4,7 @@ import { join } from 'node:path';
 // must leave whatever the clock does.
 import { setImmediate } from 'node:timers';
 import type { Cluster, Redis } from 'ioredis';
-import { packageFolder } from '../utils/load-optional';
+import { packageFolder } from '../../utils/load-optional';
 
 /**
  * Where the package keeps its Lua scripts: `lua/` at the package root, next to `lib/` and `dist/`.

@@ -1,9 +1,9 @@
 import type { Logger } from '@nestjs/common';
 import type { Pool } from 'pg';
 import { postgresSchemaSql, quote } from './postgres-statements';
-import { describeError } from './sql/errors';
-import { schemaOf } from './sql/options';
-import { schemaProblem } from './sql/schema-check';
+import { describeError } from '../sql/errors';
+import { schemaOf } from '../sql/options';
+import { schemaProblem } from '../sql/schema-check';
 
 /**
  * The PostgreSQL store's table: whether it (and its schema) exist, what to say when not, and its

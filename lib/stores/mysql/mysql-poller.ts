@@ -1,6 +1,6 @@
 import type { Logger } from '@nestjs/common';
-import { describeError } from './sql/errors';
-import type { Watchers } from './sql/watchers';
+import { describeError } from '../sql/errors';
+import type { Watchers } from '../sql/watchers';
 
 /** First pause after a wait starts (or news is due), in ms. */
 export const FIRST_POLL_MS = 25;

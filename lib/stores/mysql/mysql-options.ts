@@ -4,7 +4,7 @@
  */
 import type { Pool, PoolOptions } from 'mysql2';
 import type { Pool as PromisePool } from 'mysql2/promise';
-import { checkSqlStoreOptions } from './sql/options';
+import { checkSqlStoreOptions } from '../sql/options';
 
 /** Options of `MysqlIdempotencyStore`. */
 export interface MysqlIdempotencyStoreOptions {
