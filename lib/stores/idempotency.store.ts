@@ -135,8 +135,9 @@ export abstract class IdempotencyStore {
 export interface TransactionalIdempotencyStore extends IdempotencyStore {
   /**
    * Writes the completion through `tx`, the transaction the app's `TransactionHost`
-   * (`@nestjs-cls/transactional`) exposes (a TypeORM `EntityManager`, a node-postgres client...),
-   * only if `token` still owns the pending record (fencing).
+   * (`@nestjs-cls/transactional`) exposes, passed as it is (a TypeORM `EntityManager`, a
+   * node-postgres client, a Kysely or Drizzle transaction...): the store turns it into whatever
+   * it writes through. Only if `token` still owns the pending record (fencing).
    * @returns false when it does not: the caller must roll the transaction back.
    */
   completeInTransaction(

@@ -17,9 +17,9 @@ import {
 import { PostgresListener } from './postgres-listener';
 import { PostgresSchema } from './postgres-schema';
 import { DEFAULT_TABLE, statements, Statements } from './postgres-statements';
-import { describeError, describeValue, within } from '../sql/errors';
+import { describeError, within } from '../sql/errors';
 import { Sweeper } from '../sql/sweeper';
-import { queryThrough } from '../sql/transaction-handle';
+import { queryInTransaction, resultRows } from '../sql/transaction';
 import { Watchers } from '../sql/watchers';
 
 export { expiryIndexName, postgresSchemaSql } from './postgres-statements';
@@ -191,10 +191,10 @@ export class PostgresIdempotencyStore
   }
 
   /**
-   * Writes the completion through `tx`, the app's open transaction: a TypeORM `EntityManager` or
-   * `QueryRunner`, a node-postgres client (after BEGIN), a Knex transaction or a Prisma
-   * interactive-transaction client. It commits with the transaction, and waiters are notified at
-   * that commit. Never rolls back itself.
+   * Writes the completion through `tx`, the app's open transaction, as its `TransactionHost`
+   * exposes it: a TypeORM `EntityManager` or `QueryRunner`, a node-postgres client (after BEGIN),
+   * a Knex, Kysely or Drizzle transaction or a Prisma interactive-transaction client. It commits
+   * with the transaction, and waiters are notified at that commit. Never rolls back itself.
    * @returns false when `token` no longer owns the pending record: roll the transaction back.
    */
   async completeInTransaction(
@@ -205,7 +205,7 @@ export class PostgresIdempotencyStore
     ttlMs: number,
   ): Promise<boolean> {
     const values = [key, token, response.meta, response.body, ttlMs, this.channel];
-    const result = await queryThrough(tx, this.sql.complete, values, '$n');
+    const result = await queryInTransaction(tx, this.sql.complete, values, '$n');
     const [row] = resultRows(result);
     return Number((row as { n?: unknown } | undefined)?.n) === 1;
   }
@@ -310,15 +310,4 @@ export class PostgresIdempotencyStore
   ): Promise<T[]> {
     return (await this.run(name, values)).rows as T[];
   }
-}
-
-/**
- * The rows of a query run through a transaction handle: TypeORM's `query()` returns the rows of
- * a SELECT, node-postgres and Knex (pg) `{ rows }`, Prisma the rows.
- */
-function resultRows(result: unknown): unknown[] {
-  if (Array.isArray(result)) return result;
-  const rows = (result as { rows?: unknown } | null)?.rows;
-  if (Array.isArray(rows)) return rows;
-  throw new TypeError(`completeInTransaction: unexpected query result ${describeValue(result)}`);
 }
