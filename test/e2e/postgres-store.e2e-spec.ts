@@ -139,9 +139,9 @@ describe('PostgresIdempotencyStore: schema', () => {
     return { columns: columns.rows, constraints: constraints.rows, indexes: indexes.rows };
   }
 
-  it('applies sql/001 cleanly (twice, renamed as its comment says) and ensureSchema creates the same table', async () => {
+  it('applies sql/postgres/001 cleanly (twice, renamed as its comment says) and ensureSchema creates the same table', async () => {
     const migration = readFileSync(
-      join(packageFolder('sql'), '001_idempotency_records.sql'),
+      join(packageFolder('sql'), 'postgres', '001_idempotency_records.sql'),
       'utf8',
     );
     const migrated = table('migrated');

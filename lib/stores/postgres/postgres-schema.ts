@@ -31,7 +31,7 @@ export class PostgresSchema {
           throw new Error(
             `PostgresIdempotencyStore: ensureSchema could not create the schema "${schema}" or ` +
               `the table "${this.table}" in it: ${describeError(error)}. Create the schema (or ` +
-              'grant CREATE), or apply sql/001_idempotency_records.sql with your migrations.',
+              'grant CREATE), or apply sql/postgres/001_idempotency_records.sql with your migrations.',
             { cause: error },
           );
         }
@@ -59,7 +59,7 @@ export class PostgresSchema {
       table: this.table,
       schemaExists,
       schemaWord: 'schema',
-      migration: 'sql/001_idempotency_records.sql',
+      migration: 'sql/postgres/001_idempotency_records.sql',
       option: 'postgres',
     });
   }
