@@ -65,6 +65,8 @@ export class MysqlIdempotencyStore
   extends IdempotencyStore
   implements TransactionalIdempotencyStore
 {
+  /** `'MySQL'`, in log lines. */
+  override readonly displayName = 'MySQL';
   /** The table, as configured. */
   readonly table: string;
   /** The pool, through mysql2's promise API. */
@@ -225,7 +227,7 @@ export class MysqlIdempotencyStore
    * database is logged as such, with the migration to apply, and resolves true: the database is
    * there, and first use reports the same.
    */
-  async whenReady(timeoutMs: number): Promise<boolean> {
+  override async whenReady(timeoutMs: number): Promise<boolean> {
     const check = this.options.ensureSchema ? this.schema.ensure() : this.schema.check();
     const answered = await within(
       check.then(

@@ -67,6 +67,8 @@ export class PostgresIdempotencyStore
   extends IdempotencyStore
   implements TransactionalIdempotencyStore
 {
+  /** `'PostgreSQL'`, in log lines. */
+  override readonly displayName = 'PostgreSQL';
   /** The table, as configured. */
   readonly table: string;
   private readonly channel: string;
@@ -233,7 +235,7 @@ export class PostgresIdempotencyStore
    * Resolves true once the database answers (and, with ensureSchema, the table exists), false
    * after `timeoutMs` or on an error: the module warns and boots anyway.
    */
-  async whenReady(timeoutMs: number): Promise<boolean> {
+  override async whenReady(timeoutMs: number): Promise<boolean> {
     const check = this.options.ensureSchema ? this.schema.ensure() : this.schema.check();
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<false>((resolve) => {
