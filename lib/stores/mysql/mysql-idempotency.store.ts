@@ -14,7 +14,7 @@ import { checkMysqlStoreOptions, type MysqlIdempotencyStoreOptions } from './mys
 import { MysqlPoller } from './mysql-poller';
 import { MysqlSchema } from './mysql-schema';
 import { DEFAULT_MYSQL_TABLE, mysqlStatements, MysqlStatements } from './mysql-statements';
-import { describeError, within } from '../sql/errors';
+import { within } from '../sql/errors';
 import { Sweeper } from '../sql/sweeper';
 import { affectedRows, queryInTransaction } from '../sql/transaction';
 import { Watchers } from '../sql/watchers';
@@ -227,19 +227,8 @@ export class MysqlIdempotencyStore
    * database is logged as such, with the migration to apply, and resolves true: the database is
    * there, and first use reports the same.
    */
-  override async whenReady(timeoutMs: number): Promise<boolean> {
-    const check = this.options.ensureSchema ? this.schema.ensure() : this.schema.check();
-    const answered = await within(
-      check.then(
-        () => true,
-        (error: unknown) => {
-          this.logger.warn(`MySQL is not ready: ${describeError(error)}`);
-          return false;
-        },
-      ),
-      timeoutMs,
-    );
-    return answered === true;
+  override whenReady(timeoutMs: number): Promise<boolean> {
+    return this.schema.whenReady(this.options.ensureSchema === true, timeoutMs);
   }
 
   /** Deletes expired rows in batches of `sweepBatchSize`; never two at once. @returns the rows. */

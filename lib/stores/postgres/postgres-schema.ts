@@ -53,6 +53,27 @@ export class PostgresSchema {
     if (!rows[0].has_table) this.logger.error(this.missing(rows[0].has_schema));
   }
 
+  /**
+   * Resolves true once the database answers (with `ensure`: once the table exists), false after
+   * `timeoutMs` or on an error, which it logs: the module warns and boots anyway.
+   */
+  async whenReady(ensure: boolean, timeoutMs: number): Promise<boolean> {
+    const check = ensure ? this.ensure() : this.check();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([check.then(() => true), timeout]);
+    } catch (error) {
+      this.logger.warn(`PostgreSQL is not ready: ${describeError(error)}`);
+      return false;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   missing(schemaExists: boolean): string {
     return schemaProblem({
       database: 'PostgreSQL',
