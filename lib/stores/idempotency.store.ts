@@ -148,9 +148,9 @@ export abstract class IdempotencyStore {
   whenReady?(timeoutMs: number): Promise<boolean>;
 
   /**
-   * Warnings about the backend's configuration, logged once at boot once the store is ready
-   * (Redis: a `maxmemory-policy` that may evict records). The module bounds it by `storeTimeout`
-   * and ignores a rejection. Default: none.
+   * Warnings about the backend's configuration, logged once at boot (after `whenReady`, for a
+   * store the module built; Redis: a `maxmemory-policy` that may evict records). The module
+   * bounds it by `storeTimeout` and ignores a rejection. Default: none.
    */
   bootWarnings?(): Promise<string[]>;
 
