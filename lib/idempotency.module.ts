@@ -19,11 +19,9 @@ import { IdempotencyRecords } from './services/idempotency-records.service';
 import { IdempotencyService } from './services/idempotency.service';
 import { hoistInterceptor } from './interceptors/outermost';
 import { checkRoutes } from './interceptors/route-checks';
-import { createStore, waitUntilReady } from './stores/create-store';
+import { createStore } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
-import { evictingPolicy, evictionWarning } from './stores/redis/redis-eviction';
-import { RedisIdempotencyStore } from './stores/redis/redis-idempotency.store';
-import { withTimeout } from './utils/timeout';
+import { storeBootWarnings, storeName, storeReady } from './stores/store-hooks';
 import {
   assertOptionsObject,
   resolveModuleOptions,
@@ -92,39 +90,23 @@ export class IdempotencyModule
     checkRoutes(this.modules, this.options, this.store, this.moduleRef);
   }
 
+  /**
+   * Waits (bounded by `storeTimeout`) until a store the module built is ready, so boot does not
+   * race the first request, then logs what the store warns about (Redis: an eviction policy that
+   * may drop records). A store passed as `store` is the app's to make ready.
+   */
   async onApplicationBootstrap(): Promise<void> {
+    const { store, storeTimeout } = this.options;
     // Boot never fails on an unreachable database: keyed requests get 503 until it is back.
-    if (!this.options.store && !(await waitUntilReady(this.store, this.options.storeTimeout))) {
-      const database =
-        this.options.postgres !== undefined
-          ? 'PostgreSQL'
-          : this.options.mysql !== undefined
-            ? 'MySQL'
-            : 'Redis';
+    if (!store && !(await storeReady(this.store, storeTimeout))) {
       this.logger.warn(
-        `${database} is not reachable yet; idempotent requests answer 503 until it is`,
+        `${storeName(this.store)} is not reachable yet; idempotent requests answer 503 until it is`,
       );
       return;
     }
-    await this.checkEvictionPolicy();
-  }
-
-  /**
-   * Warns when the Redis store's server may evict records (any `maxmemory-policy` but
-   * `noeviction`): an evicted claim or record lets a duplicate run the handler again. Only on a
-   * connected client (never connecting one of yours that is lazy), bounded by `storeTimeout`,
-   * and quiet where `CONFIG` is disabled.
-   */
-  private async checkEvictionPolicy(): Promise<void> {
-    if (!(this.store instanceof RedisIdempotencyStore) || this.store.client.status !== 'ready') {
-      return;
+    for (const warning of await storeBootWarnings(this.store, storeTimeout)) {
+      this.logger.warn(warning);
     }
-    const policy = await withTimeout(
-      evictingPolicy(this.store.client),
-      this.options.storeTimeout,
-      () => new Error('timeout'),
-    ).catch(() => undefined);
-    if (policy !== undefined) this.logger.warn(evictionWarning(policy));
   }
 
   async onApplicationShutdown(): Promise<void> {

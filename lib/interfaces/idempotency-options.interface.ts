@@ -267,9 +267,9 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
   /**
    * MySQL 5.7.7+ or MariaDB 10.2+ to use instead of Redis (needs the `mysql2` package): a
    * `mysql://` connection string, a mysql2 pool of yours (never ended by the module), or an
-   * {@link IdempotencyMysqlConfig} (`uri` or `pool`, `table`, `ensureSchema`, the sweeper's
-   * interval and batch size). A pool created from a connection string is ended on application
-   * shutdown. Not together with `redis` or `postgres`. See docs/mysql.md.
+   * {@link IdempotencyMysqlConfig} (`connectionString` or `pool`, `table`, `ensureSchema`, the
+   * sweeper's interval and batch size). A pool created from a connection string is ended on
+   * application shutdown. Not together with `redis` or `postgres`. See docs/mysql.md.
    */
   mysql?: string | MysqlPool | MysqlPromisePool | IdempotencyMysqlConfig;
   /** Any store implementation; takes precedence over `redis`. Never closed by the module. */

@@ -126,6 +126,41 @@ export abstract class IdempotencyStore {
 
   /** Free resources the store created (timers, connections it owns). Never closes borrowed clients. */
   async close(): Promise<void> {}
+
+  // Optional hooks: what the module and the Terminus indicator ask of a store beyond its records,
+  // so that neither knows any backend. Each is optional, for stores written before they existed
+  // (and stores that `implements` this class); stores/store-hooks.ts applies the defaults.
+
+  /**
+   * What log lines call the store's backend (`'Redis'`, `'PostgreSQL'`, `'MySQL'`). Default: the
+   * store's class name.
+   */
+  declare readonly displayName?: string;
+
+  /**
+   * Resolves true once the store can serve claims (connected; for the SQL stores, the database
+   * answered and, with `ensureSchema`, the table exists), false after `timeoutMs` (milliseconds)
+   * or on an error. Never rejects. The module awaits it at boot, with `storeTimeout`, for the
+   * stores it builds from `redis`, `postgres` or `mysql`, and boots either way: on false it logs
+   * that `displayName` is not reachable yet. A store passed as `store` is the app's to make
+   * ready. Default: ready at once.
+   */
+  whenReady?(timeoutMs: number): Promise<boolean>;
+
+  /**
+   * Warnings about the backend's configuration, logged once at boot (after `whenReady`, for a
+   * store the module built; Redis: a `maxmemory-policy` that may evict records). The module
+   * bounds it by `storeTimeout` and ignores a rejection. Default: none.
+   */
+  bootWarnings?(): Promise<string[]>;
+
+  /**
+   * Details the Terminus indicator (`IdempotencyHealthIndicator.pingCheck`) adds to an `up`
+   * result (Redis: `evictionPolicy` and `warning` when it may evict records), read beside its
+   * ping and within its timeout; a rejection is ignored. Never `status`, which is the
+   * indicator's. Default: none.
+   */
+  healthDetails?(): Promise<Record<string, unknown> | undefined>;
 }
 
 /**
@@ -135,8 +170,9 @@ export abstract class IdempotencyStore {
 export interface TransactionalIdempotencyStore extends IdempotencyStore {
   /**
    * Writes the completion through `tx`, the transaction the app's `TransactionHost`
-   * (`@nestjs-cls/transactional`) exposes (a TypeORM `EntityManager`, a node-postgres client...),
-   * only if `token` still owns the pending record (fencing).
+   * (`@nestjs-cls/transactional`) exposes, passed as it is (a TypeORM `EntityManager`, a
+   * node-postgres client, a Kysely or Drizzle transaction...): the store turns it into whatever
+   * it writes through. Only if `token` still owns the pending record (fencing).
    * @returns false when it does not: the caller must roll the transaction back.
    */
   completeInTransaction(

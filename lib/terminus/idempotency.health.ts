@@ -7,8 +7,7 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { IdempotencyStore } from '../stores/idempotency.store';
-import { evictingPolicy, evictionWarning } from '../stores/redis/redis-eviction';
-import { RedisIdempotencyStore } from '../stores/redis/redis-idempotency.store';
+import { storeHealthDetails } from '../stores/store-hooks';
 import { parseDuration } from '../options/duration';
 import { withTimeout } from '../utils/timeout';
 
@@ -30,12 +29,13 @@ const HEALTH_LEASE_MS = 5_000;
 /**
  * A Terminus health indicator for the idempotency store. It does what a request does: claims a
  * reserved key (`<keyPrefix>{health}`) with a random token and a short lease, then releases it,
- * so it works on every store (memory, Redis single node, Sentinel, Cluster, your own) and proves
- * that the store answers the calls requests depend on, scripts included. Two round trips; on
- * Redis a third, concurrent one reads `maxmemory-policy`: a policy that may evict records (any but
- * `noeviction`) is reported in the `up` result as `evictionPolicy` and `warning` (the store
- * answers; a restart would not change the policy, so it is not `down`). Quiet where `CONFIG` is
- * disabled.
+ * so it works on every store (memory, Redis single node, Sentinel, Cluster, SQL, your own) and
+ * proves that the store answers the calls requests depend on, scripts included. Two round trips,
+ * and beside them the store's own health details, if it has any (`IdempotencyStore.healthDetails`),
+ * which the `up` result carries: on Redis a third, concurrent round trip reads
+ * `maxmemory-policy`, and a policy that may evict records (any but `noeviction`) is reported as
+ * `evictionPolicy` and `warning` (the store answers; a restart would not change the policy, so it
+ * is not `down`). Quiet where `CONFIG` is disabled.
  *
  * Provide it next to `TerminusModule`; it injects the store of `IdempotencyModule`.
  *
@@ -58,8 +58,8 @@ export class IdempotencyHealthIndicator {
 
   /**
    * `up` when the store claimed and released the health key within `timeout` (a concurrent check
-   * holding it counts as an answer too), else `down` with the reason. `up` carries
-   * `evictionPolicy` and `warning` when Redis may evict records (see above).
+   * holding it counts as an answer too), else `down` with the reason. `up` carries the store's
+   * health details: `evictionPolicy` and `warning` when Redis may evict records (see above).
    */
   async pingCheck<const Key extends string>(
     key: Key,
@@ -68,23 +68,15 @@ export class IdempotencyHealthIndicator {
     const indicator = this.health.check(key);
     const timeout = parseDuration(options.timeout ?? 1_000, 'pingCheck timeout');
     try {
-      const [, policy] = await withTimeout(
-        Promise.all([this.ping(), this.evictingPolicy()]),
+      const [, details] = await withTimeout(
+        Promise.all([this.ping(), storeHealthDetails(this.store)]),
         timeout,
         () => new Error(`timeout of ${timeout} ms exceeded`),
       );
-      return policy === undefined
-        ? indicator.up()
-        : indicator.up({ evictionPolicy: policy, warning: evictionWarning(policy) });
+      return details === undefined ? indicator.up() : indicator.up(details);
     } catch (error) {
       return indicator.down({ message: error instanceof Error ? error.message : String(error) });
     }
-  }
-
-  /** The Redis store's policy when it may evict records; never fails the check. */
-  private async evictingPolicy(): Promise<string | undefined> {
-    if (!(this.store instanceof RedisIdempotencyStore)) return undefined;
-    return evictingPolicy(this.store.client).catch(() => undefined);
   }
 
   private async ping(): Promise<void> {

@@ -1,12 +1,9 @@
 import { strict as assert } from 'node:assert';
 import { randomUUID } from 'node:crypto';
-import type {
-  CompletedOutcome,
-  IdempotencyStore,
-  StoredResponse,
-} from '../stores/idempotency.store';
-
-type Body = () => void | Promise<void>;
+import type { IdempotencyStore } from '../stores/idempotency.store';
+import { operatorContract } from './store-contract-operators';
+import { type Body, type ContractContext, response } from './store-contract-support';
+import { watchContract } from './store-contract-watch';
 
 /** Options of {@link runIdempotencyStoreContract}. */
 export interface StoreContractOptions {
@@ -37,49 +34,6 @@ export interface StoreContractOptions {
   };
 }
 
-const response = (text: string, extra: number[] = []): StoredResponse => ({
-  meta: JSON.stringify({ s: 201, k: 'text', note: text }),
-  body: Buffer.concat([Buffer.from(text), Buffer.from(extra)]),
-});
-
-/**
- * A listener that counts its calls and keeps the last outcome it was handed, and a way to wait
- * (at most 5 s) for the first call.
- */
-function signal() {
-  let count = 0;
-  let last: CompletedOutcome | undefined;
-  let resolve!: () => void;
-  const fired = new Promise<void>((r) => (resolve = r));
-  return {
-    fire: (completed?: CompletedOutcome) => {
-      count++;
-      last = completed;
-      resolve();
-    },
-    get count() {
-      return count;
-    },
-    get last() {
-      return last;
-    },
-    async wait(): Promise<void> {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error('the watcher was not notified within 5 s')),
-          5_000,
-        );
-      });
-      try {
-        await Promise.race([fired, timeout]);
-      } finally {
-        clearTimeout(timer);
-      }
-    },
-  };
-}
-
 /**
  * The contract every {@link IdempotencyStore} must meet, as a test suite. Run it against your own
  * store to check it behaves like the built-in ones:
@@ -102,163 +56,16 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
   const claim = (k: string, token: string, fingerprint = 'fp', leaseMs = lease) =>
     store.claim(k, { token, fingerprint, leaseMs });
   let store: IdempotencyStore;
-
-  /** inspect() and delete(): operator calls, with the same fencing as the rest. */
-  const operatorTests = () => {
-    it(
-      'inspects a key never claimed as absent',
-      async () => {
-        assert.deepEqual(await store.inspect(key()), { state: 'absent' });
-      },
-      timeout,
-    );
-
-    it(
-      'inspects a claimed key as pending with the lease left, without changing it',
-      async () => {
-        const k = key();
-        await claim(k, 'a', 'fp', 60_000);
-        const seen = await store.inspect(k);
-        assert.equal(seen.state, 'pending');
-        assert.ok(seen.state === 'pending' && seen.leaseMsLeft > 50_000, JSON.stringify(seen));
-        assert.ok(seen.state === 'pending' && seen.leaseMsLeft <= 60_000, JSON.stringify(seen));
-        assert.equal((await claim(k, 'b', 'fp', 60_000)).status, 'in_progress');
-        assert.equal(await store.complete(k, 'a', response('ok'), 60_000), true);
-      },
-      timeout,
-    );
-
-    it(
-      'inspects a completed record: its meta, body size, age and time left, never the body',
-      async () => {
-        const k = key();
-        await claim(k, 'a');
-        // Multi-byte characters and high bytes: the size is in bytes, not characters.
-        const stored = response('héllo wörld', [0, 255, 10, 13]);
-        assert.equal(await store.complete(k, 'a', stored, 60_000), true);
-        const first = await store.inspect(k);
-        assert.equal(first.state, 'completed');
-        if (first.state !== 'completed') return;
-        assert.deepEqual(Object.keys(first).sort(), [
-          'ageMs',
-          'bytes',
-          'meta',
-          'state',
-          'ttlMsLeft',
-        ]);
-        assert.equal(first.meta, stored.meta);
-        assert.equal(first.bytes, stored.body.length);
-        assert.ok(first.ageMs >= 0 && first.ageMs <= 10_000, `ageMs ${first.ageMs}`);
-        assert.ok(first.ttlMsLeft > 50_000 && first.ttlMsLeft <= 60_000, `ttl ${first.ttlMsLeft}`);
-        // Time passes for the record: it ages and its time left shrinks.
-        await options.advanceTime(lease);
-        const later = await store.inspect(k);
-        assert.ok(later.state === 'completed', JSON.stringify(later));
-        assert.ok(later.ageMs >= first.ageMs + lease / 2, `ageMs ${later.ageMs}`);
-        assert.ok(later.ttlMsLeft <= first.ttlMsLeft - lease / 2, `ttl ${later.ttlMsLeft}`);
-        const again = await claim(k, 'b');
-        assert.ok(
-          again.status === 'completed' && Buffer.from(again.response.body).equals(stored.body),
-        );
-      },
-      timeout,
-    );
-
-    it(
-      'inspects a released key as absent',
-      async () => {
-        const k = key();
-        await claim(k, 'a');
-        assert.equal(await store.release(k, 'a'), true);
-        assert.deepEqual(await store.inspect(k), { state: 'absent' });
-      },
-      timeout,
-    );
-
-    it(
-      'inspects a key whose lease or ttl ran out as absent',
-      async () => {
-        const [held, done] = [key(), key()];
-        await claim(held, 'a');
-        await claim(done, 'a');
-        assert.equal(await store.complete(done, 'a', response('short'), lease), true);
-        await options.advanceTime(lease + 100);
-        assert.deepEqual(await store.inspect(held), { state: 'absent' });
-        assert.deepEqual(await store.inspect(done), { state: 'absent' });
-      },
-      timeout,
-    );
-
-    it(
-      'deletes a completed record: the key is free again, for any fingerprint',
-      async () => {
-        const k = key();
-        await claim(k, 'a', 'one');
-        assert.equal(await store.complete(k, 'a', response('done'), 60_000), true);
-        assert.equal(await store.delete(k), true);
-        assert.deepEqual(await store.inspect(k), { state: 'absent' });
-        assert.equal(await store.delete(k), false);
-        assert.deepEqual(await claim(k, 'b', 'two'), { status: 'claimed' });
-      },
-      timeout,
-    );
-
-    it(
-      'deletes a pending record and fences its owner out, before and after a new claim',
-      async () => {
-        const k = key();
-        await claim(k, 'zombie', 'fp', 60_000);
-        assert.equal(await store.delete(k), true);
-        assert.equal(await store.complete(k, 'zombie', response('late'), 60_000), false);
-        assert.equal(await store.extend(k, 'zombie', 60_000), false);
-        assert.equal(await store.release(k, 'zombie'), false);
-        assert.deepEqual(await store.inspect(k), { state: 'absent' });
-        assert.deepEqual(await claim(k, 'heir', 'fp', 60_000), { status: 'claimed' });
-        assert.equal(await store.complete(k, 'zombie', response('late'), 60_000), false);
-        assert.equal(await store.complete(k, 'heir', response('heir'), 60_000), true);
-        const again = await claim(k, 'c');
-        assert.ok(again.status === 'completed' && again.response.body.toString() === 'heir');
-      },
-      timeout,
-    );
-
-    it(
-      'deletes nothing at a key never claimed, and says so',
-      async () => {
-        const k = key();
-        assert.equal(await store.delete(k), false);
-        assert.deepEqual(await claim(k, 'a'), { status: 'claimed' });
-      },
-      timeout,
-    );
-
-    it(
-      'notifies a watcher when a waited-on record is deleted, so that it claims again',
-      async () => {
-        const k = key();
-        await claim(k, 'a', 'fp', 60_000);
-        const seen = signal();
-        const unwatch = await store.watch(k, seen.fire);
-        if (unwatch === undefined) return; // This store cannot notify: waiters get 409.
-        try {
-          const waiting = await store.claim(k, {
-            token: 'b',
-            fingerprint: 'fp',
-            leaseMs: lease,
-            waiting: true,
-          });
-          assert.equal(waiting.status, 'in_progress');
-          assert.equal(await store.delete(k), true);
-          await seen.wait();
-          assert.equal(seen.last, undefined, 'a delete hands over no response');
-          assert.deepEqual(await claim(k, 'b'), { status: 'claimed' });
-          assert.equal(await store.complete(k, 'a', response('late'), 60_000), false);
-        } finally {
-          unwatch();
-        }
-      },
-      timeout,
-    );
+  const context: ContractContext = {
+    get store() {
+      return store;
+    },
+    it,
+    timeout,
+    lease,
+    key,
+    claim,
+    advanceTime: (ms) => options.advanceTime(ms),
   };
 
   describe(`IdempotencyStore contract: ${options.name}`, () => {
@@ -426,67 +233,7 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
       timeout,
     );
 
-    it(
-      'notifies a watcher when a waited-on record completes (or says it cannot notify)',
-      async () => {
-        const k = key();
-        // A lease that outlasts the watcher's set-up (a Cluster opens a subscriber connection).
-        await claim(k, 'a', 'fp', 60_000);
-        const seen = signal();
-        const unwatch = await store.watch(k, seen.fire);
-        if (unwatch === undefined) return; // This store cannot notify: waiters get 409.
-        try {
-          const waiting = await store.claim(k, {
-            token: 'b',
-            fingerprint: 'fp',
-            leaseMs: lease,
-            waiting: true,
-          });
-          assert.equal(waiting.status, 'in_progress');
-          // Newline and high bytes in the body: a store that hands it over must keep it intact.
-          const stored = response('done', [10, 0, 255]);
-          assert.equal(await store.complete(k, 'a', stored, 60_000), true);
-          await seen.wait();
-          const after = await claim(k, 'b');
-          assert.ok(after.status === 'completed' && after.response.body.equals(stored.body));
-          // Handing over the response is optional; when a store does, it is the stored one.
-          if (seen.last !== undefined) {
-            assert.equal(seen.last.fingerprint, 'fp');
-            assert.equal(seen.last.response.meta, stored.meta);
-            assert.ok(seen.last.response.body.equals(stored.body));
-          }
-        } finally {
-          unwatch();
-        }
-      },
-      timeout,
-    );
-
-    it(
-      'notifies a watcher when a waited-on record is released, and only watchers still watching',
-      async () => {
-        const k = key();
-        // A lease that outlasts the watcher's set-up (a Cluster opens a subscriber connection).
-        await claim(k, 'a', 'fp', 60_000);
-        const [gone, stays] = [signal(), signal()];
-        const unwatchGone = await store.watch(k, gone.fire);
-        const unwatch = await store.watch(k, stays.fire);
-        if (unwatch === undefined) return;
-        unwatchGone!();
-        try {
-          await store.claim(k, { token: 'b', fingerprint: 'fp', leaseMs: lease, waiting: true });
-          assert.equal(await store.release(k, 'a'), true);
-          await stays.wait();
-          // Listeners of one key are called together: the removed one would have run by now.
-          assert.equal(gone.count, 0);
-          assert.equal(stays.last, undefined, 'a release hands over no response');
-          assert.deepEqual(await claim(k, 'b'), { status: 'claimed' });
-        } finally {
-          unwatch();
-        }
-      },
-      timeout,
-    );
+    watchContract(context);
 
     if (options.operatorMethods === false) {
       it(
@@ -499,7 +246,7 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
         timeout,
       );
     } else {
-      operatorTests();
+      operatorContract(context);
     }
 
     it(
@@ -510,6 +257,31 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
         assert.deepEqual(await claim(k2, 'b'), { status: 'claimed' });
         await store.complete(k1, 'a', response('one'), 60_000);
         assert.equal((await claim(k2, 'c')).status, 'in_progress');
+      },
+      timeout,
+    );
+
+    it(
+      'answers the optional hooks it has (whenReady, displayName, bootWarnings, healthDetails)',
+      async () => {
+        const { displayName } = store;
+        assert.ok(displayName === undefined || typeof displayName === 'string', 'displayName');
+        if (store.whenReady) assert.equal(await store.whenReady(timeout / 2), true, 'whenReady');
+        if (store.bootWarnings) {
+          const warnings: unknown = await store.bootWarnings();
+          assert.ok(
+            Array.isArray(warnings) && warnings.every((line) => typeof line === 'string'),
+            `bootWarnings resolves strings, got ${JSON.stringify(warnings)}`,
+          );
+        }
+        if (store.healthDetails) {
+          const details: unknown = await store.healthDetails();
+          assert.ok(
+            details === undefined ||
+              (typeof details === 'object' && details !== null && !('status' in details)),
+            `healthDetails resolves undefined or an object without status, got ${JSON.stringify(details)}`,
+          );
+        }
       },
       timeout,
     );

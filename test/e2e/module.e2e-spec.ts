@@ -268,7 +268,8 @@ describe('IdempotencyModule', () => {
     // Wait mode opens a subscriber connection: that one is the module's to close.
     const unwatch = await store.watch('byo-channel', () => {});
     unwatch?.();
-    const subscriber = (store as unknown as { subscriber: Redis }).subscriber;
+    const { subscriber } = (store as unknown as { subscriptions: { subscriber: Redis } })
+      .subscriptions;
     expect(subscriber.status).toBe('ready');
     await app.close();
     expect(subscriber.status).toBe('end');

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import type { Pool } from 'mysql2/promise';
 import { MysqlIdempotencyStore, type StoredResponse } from '../../lib';
 import { packageFolder } from '../../lib/utils/load-optional';
-import { resolveModuleOptions } from '../../lib/options/options';
+import { checkStoreOptions } from '../../lib/stores/create-store';
 import { dropMysqlTable, testMysqlPool, testMysqlUrl, uniqueMysqlTable } from '../support/mysql';
 import { PLATFORMS, post, startTestApp, type TestApp } from '../support/test-app';
 
@@ -69,20 +69,20 @@ describe('MysqlIdempotencyStore: schema and options', () => {
   });
 
   it('validates the mysql option at boot', () => {
-    expect(() => resolveModuleOptions({ mysql: ' ' })).toThrow(/mysql must be a connection string/);
-    expect(() => resolveModuleOptions({ mysql: { table: 'bad name', uri: 'mysql://x' } })).toThrow(
+    expect(() => checkStoreOptions({ mysql: ' ' })).toThrow(/mysql must be a connection string/);
+    expect(() => checkStoreOptions({ mysql: { table: 'bad name', uri: 'mysql://x' } })).toThrow(
       /mysql\.table must be a table name/,
     );
-    expect(() => resolveModuleOptions({ mysql: { uri: 'mysql://x', pool } })).toThrow(
+    expect(() => checkStoreOptions({ mysql: { uri: 'mysql://x', pool } })).toThrow(
       /uri or pool, not both/,
     );
-    expect(() => resolveModuleOptions({ mysql: { uri: 'mysql://x', waitPollMaxMs: 5 } })).toThrow(
+    expect(() => checkStoreOptions({ mysql: { uri: 'mysql://x', waitPollMaxMs: 5 } })).toThrow(
       /waitPollMaxMs must be/,
     );
-    expect(() => resolveModuleOptions({ mysql: testMysqlUrl(), postgres: 'postgres://x' })).toThrow(
+    expect(() => checkStoreOptions({ mysql: testMysqlUrl(), postgres: 'postgres://x' })).toThrow(
       /set one of redis, postgres and mysql/,
     );
-    expect(() => resolveModuleOptions({ mysql: pool })).not.toThrow();
+    expect(() => checkStoreOptions({ mysql: pool })).not.toThrow();
   });
 });
 

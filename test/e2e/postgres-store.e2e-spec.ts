@@ -5,7 +5,7 @@ import { Pool, type PoolClient } from 'pg';
 import { DataSource } from 'typeorm';
 import { PostgresIdempotencyStore, type StoredResponse } from '../../lib';
 import { packageFolder } from '../../lib/utils/load-optional';
-import { resolveModuleOptions } from '../../lib/options/options';
+import { checkStoreOptions } from '../../lib/stores/create-store';
 import {
   dropTable,
   testPool,
@@ -139,9 +139,9 @@ describe('PostgresIdempotencyStore: schema', () => {
     return { columns: columns.rows, constraints: constraints.rows, indexes: indexes.rows };
   }
 
-  it('applies sql/001 cleanly (twice, renamed as its comment says) and ensureSchema creates the same table', async () => {
+  it('applies sql/postgres/001 cleanly (twice, renamed as its comment says) and ensureSchema creates the same table', async () => {
     const migration = readFileSync(
-      join(packageFolder('sql'), '001_idempotency_records.sql'),
+      join(packageFolder('sql'), 'postgres', '001_idempotency_records.sql'),
       'utf8',
     );
     const migrated = table('migrated');
@@ -206,16 +206,16 @@ describe('PostgresIdempotencyStore: schema', () => {
     }
     expect(() => new PostgresIdempotencyStore(pool, { sweepBatchSize: 0 })).toThrow(TypeError);
     expect(() =>
-      resolveModuleOptions({ redis: 'redis://127.0.0.1:6379', postgres: testPostgresUrl() }),
+      checkStoreOptions({ redis: 'redis://127.0.0.1:6379', postgres: testPostgresUrl() }),
     ).toThrow('IdempotencyModule: redis and postgres are two stores: set one of them');
-    expect(() => resolveModuleOptions({ postgres: { table: 'bad name' } })).toThrow(
+    expect(() => checkStoreOptions({ postgres: { table: 'bad name' } })).toThrow(
       /IdempotencyModule: postgres\.table must be a table name/,
     );
-    expect(() => resolveModuleOptions({ postgres: { connectionString: '', pool } })).toThrow(
+    expect(() => checkStoreOptions({ postgres: { connectionString: '', pool } })).toThrow(
       'IdempotencyModule: postgres takes connectionString or pool, not both',
     );
-    expect(() => resolveModuleOptions({ postgres: ' ' })).toThrow(/postgres must be/);
-    expect(() => resolveModuleOptions({ postgres: pool })).not.toThrow();
+    expect(() => checkStoreOptions({ postgres: ' ' })).toThrow(/postgres must be/);
+    expect(() => checkStoreOptions({ postgres: pool })).not.toThrow();
   });
 });
 

@@ -31,7 +31,7 @@ let my: MysqlPool;
 const databases: Database[] = [
   {
     name: 'PostgreSQL',
-    migration: 'sql/001_idempotency_records.sql',
+    migration: 'sql/postgres/001_idempotency_records.sql',
     schemaWord: 'schema',
     option: (table, ensureSchema) => ({
       postgres: { connectionString: testPostgresUrl(), table, ensureSchema },

@@ -436,7 +436,8 @@ describe('the packed package in scratch apps', () => {
     expect(files).toEqual(
       expect.arrayContaining([
         'package/lua/claim-1.lua',
-        'package/sql/001_idempotency_records.sql',
+        'package/sql/postgres/001_idempotency_records.sql',
+        'package/sql/mysql/001_idempotency_records.sql',
         'package/dist/esm/package.json',
       ]),
     );

@@ -7,6 +7,7 @@ import {
   StoredResponse,
   WatchListener,
 } from '../idempotency.store';
+import { unknownOptionProblem } from '../../options/option-names';
 
 /** Options of {@link MemoryIdempotencyStore}. */
 export interface MemoryIdempotencyStoreOptions {
@@ -32,6 +33,14 @@ export interface MemoryIdempotencyStoreOptions {
    */
   maxBytes?: number;
 }
+
+/** Every name the options take: the compiler keeps the list whole. */
+const OPTIONS = Object.keys({
+  now: true,
+  sweepIntervalMs: true,
+  maxEntries: true,
+  maxBytes: true,
+} satisfies Record<keyof MemoryIdempotencyStoreOptions, true>);
 
 interface MemoryRecord {
   state: 'pending' | 'completed';
@@ -61,6 +70,8 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     super();
+    const problem = unknownOptionProblem(options, OPTIONS);
+    if (problem) throw new TypeError(`MemoryIdempotencyStore: ${problem}`);
     this.now = options.now ?? (() => performance.now());
     this.maxEntries = options.maxEntries ?? 10_000;
     this.maxBytes = options.maxBytes ?? 32 * 1024 * 1024;

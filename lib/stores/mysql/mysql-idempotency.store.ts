@@ -14,9 +14,9 @@ import { checkMysqlStoreOptions, type MysqlIdempotencyStoreOptions } from './mys
 import { MysqlPoller } from './mysql-poller';
 import { MysqlSchema } from './mysql-schema';
 import { DEFAULT_MYSQL_TABLE, mysqlStatements, MysqlStatements } from './mysql-statements';
-import { describeError, describeValue, within } from '../sql/errors';
+import { within } from '../sql/errors';
 import { Sweeper } from '../sql/sweeper';
-import { queryThrough } from '../sql/transaction-handle';
+import { affectedRows, queryInTransaction } from '../sql/transaction';
 import { Watchers } from '../sql/watchers';
 
 export { mysqlSchemaSql } from './mysql-statements';
@@ -65,6 +65,8 @@ export class MysqlIdempotencyStore
   extends IdempotencyStore
   implements TransactionalIdempotencyStore
 {
+  /** `'MySQL'`, in log lines. */
+  override readonly displayName = 'MySQL';
   /** The table, as configured. */
   readonly table: string;
   /** The pool, through mysql2's promise API. */
@@ -186,9 +188,10 @@ export class MysqlIdempotencyStore
   }
 
   /**
-   * Writes the completion through `tx`, the app's open transaction: a TypeORM `EntityManager` or
-   * `QueryRunner`, a mysql2 connection (after BEGIN), a Knex transaction or a Prisma
-   * interactive-transaction client. It commits with the transaction. Never rolls back itself.
+   * Writes the completion through `tx`, the app's open transaction, as its `TransactionHost`
+   * exposes it: a TypeORM `EntityManager` or `QueryRunner`, a mysql2 connection (after BEGIN), a
+   * Knex, Kysely or Drizzle transaction or a Prisma interactive-transaction client. It commits
+   * with the transaction. Never rolls back itself.
    * Waiters in other processes see it at their next poll, which comes soon.
    * @returns false when `token` no longer owns the pending record: roll the transaction back.
    */
@@ -200,7 +203,7 @@ export class MysqlIdempotencyStore
     ttlMs: number,
   ): Promise<boolean> {
     const values = [response.meta, response.body, ttlMs * 1000, key, token];
-    const result = await queryThrough(tx, this.sql.complete, values, '?');
+    const result = await queryInTransaction(tx, this.sql.complete, values, '?');
     const done = affectedRows(result) === 1;
     // Not woken now: the transaction has not committed. The poll finds it once it has.
     if (done) this.poller.soon();
@@ -224,19 +227,8 @@ export class MysqlIdempotencyStore
    * database is logged as such, with the migration to apply, and resolves true: the database is
    * there, and first use reports the same.
    */
-  async whenReady(timeoutMs: number): Promise<boolean> {
-    const check = this.options.ensureSchema ? this.schema.ensure() : this.schema.check();
-    const answered = await within(
-      check.then(
-        () => true,
-        (error: unknown) => {
-          this.logger.warn(`MySQL is not ready: ${describeError(error)}`);
-          return false;
-        },
-      ),
-      timeoutMs,
-    );
-    return answered === true;
+  override whenReady(timeoutMs: number): Promise<boolean> {
+    return this.schema.whenReady(this.options.ensureSchema === true, timeoutMs);
   }
 
   /** Deletes expired rows in batches of `sweepBatchSize`; never two at once. @returns the rows. */
@@ -298,15 +290,4 @@ export class MysqlIdempotencyStore
     }
     return pending;
   }
-}
-
-/**
- * Rows a statement run through a transaction handle changed: TypeORM's `query()` returns the OK
- * packet, mysql2 and Knex `[packet, fields]`, Prisma's execute a number.
- */
-function affectedRows(result: unknown): number {
-  if (typeof result === 'number') return result;
-  const packet = (Array.isArray(result) ? result[0] : result) as { affectedRows?: unknown } | null;
-  if (typeof packet?.affectedRows === 'number') return packet.affectedRows;
-  throw new TypeError(`completeInTransaction: unexpected query result ${describeValue(result)}`);
 }

@@ -1,9 +1,10 @@
 /**
- * The MySQL/MariaDB store's options and their checks, shared by the store's constructor and the
- * module's validation (which runs before any store exists, and must not load mysql2).
+ * The MySQL/MariaDB store's options and the module option `mysql`, with their checks (names and
+ * values). Loads nothing: the module runs them before any store exists, and must not load mysql2.
  */
 import type { Pool, PoolOptions } from 'mysql2';
 import type { Pool as PromisePool } from 'mysql2/promise';
+import { unknownOptionProblem } from '../../options/option-names';
 import { checkSqlStoreOptions } from '../sql/options';
 
 /** Options of `MysqlIdempotencyStore`. */
@@ -45,10 +46,19 @@ export interface MysqlIdempotencyStoreOptions {
 
 /**
  * The module option `mysql` in its object form: where to connect, and the store's options. Give
- * `uri` or `pool`.
+ * `connectionString` or `pool`, or `poolConfig` alone.
  */
 export interface IdempotencyMysqlConfig extends Omit<MysqlIdempotencyStoreOptions, 'ownsPool'> {
-  /** `mysql://` URL of a pool the module creates, and ends on application shutdown. */
+  /**
+   * `mysql://` URL of a pool the module creates, and ends on application shutdown (the option
+   * `postgres` takes the same name).
+   */
+  connectionString?: string;
+  /**
+   * The old name of `connectionString`, still accepted: boot logs a deprecation warning once.
+   * Not together with `connectionString`.
+   * @deprecated use `connectionString`.
+   */
   uri?: string;
   /** Your mysql2 pool (`createPool()`, callback or promise API), never ended by the module. */
   pool?: Pool | PromisePool;
@@ -62,8 +72,38 @@ export interface IdempotencyMysqlConfig extends Omit<MysqlIdempotencyStoreOption
 /** MySQL's longest identifier (64) for the table, plus its database and the dot. */
 const MAX_NAME = 129;
 
-/** Why `options` are invalid (starting with the option's name), or undefined when they are valid. */
+/** Every name the store's options take: the compiler keeps the list whole. */
+const STORE_OPTIONS = Object.keys({
+  table: true,
+  ensureSchema: true,
+  sweepIntervalMs: true,
+  sweepBatchSize: true,
+  waitPollMaxMs: true,
+  ownsPool: true,
+} satisfies Record<keyof MysqlIdempotencyStoreOptions, true>);
+
+/** Every name the module option `mysql` takes in its object form. */
+const CONFIG = Object.keys({
+  connectionString: true,
+  uri: true,
+  pool: true,
+  poolConfig: true,
+  table: true,
+  ensureSchema: true,
+  sweepIntervalMs: true,
+  sweepBatchSize: true,
+  waitPollMaxMs: true,
+} satisfies Record<keyof IdempotencyMysqlConfig, true>);
+
+/**
+ * Why the store's constructor options are invalid (an unknown name, or a value starting with the
+ * option's name), or undefined when they are valid.
+ */
 export function checkMysqlStoreOptions(options: MysqlIdempotencyStoreOptions): string | undefined {
+  return unknownOptionProblem(options, STORE_OPTIONS) ?? checkValues(options);
+}
+
+function checkValues(options: MysqlIdempotencyStoreOptions): string | undefined {
   const problem = checkSqlStoreOptions(options, MAX_NAME);
   if (problem) return problem;
   const parts = options.table?.split('.') ?? [];
@@ -89,22 +129,31 @@ export function isMysqlPool(value: unknown): value is Pool | PromisePool {
 
 /**
  * Why the `mysql` module option is invalid (a message naming it), or undefined when it is valid:
- * a connection string, a mysql2 pool, or a config with one of uri and pool, and valid options.
+ * a connection string, a mysql2 pool, or a config with at most one of connectionString (or its old
+ * name uri) and pool, and valid store options.
  */
 export function checkMysqlOption(value: unknown): string | undefined {
-  const shape = 'mysql must be a connection string, a mysql2 pool or { uri | pool, ... }';
+  const shape =
+    'mysql must be a connection string, a mysql2 pool or { connectionString | pool, ... }';
   if (typeof value === 'string') return value.trim() === '' ? shape : undefined;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return shape;
   if (isMysqlPool(value)) return undefined;
+  const names = unknownOptionProblem(value, CONFIG);
+  if (names) return `mysql: ${names}`;
   const config = value as IdempotencyMysqlConfig;
-  if (config.uri !== undefined && config.pool !== undefined) {
-    return 'mysql takes uri or pool, not both';
+  if (config.connectionString !== undefined && config.uri !== undefined) {
+    return 'mysql takes connectionString or uri (its old name), not both: keep connectionString';
   }
-  if (config.uri === undefined && config.pool === undefined && config.poolConfig === undefined) {
-    return 'mysql needs uri, pool or poolConfig';
+  const [name, url] =
+    config.uri !== undefined ? ['uri', config.uri] : ['connectionString', config.connectionString];
+  if (url !== undefined && config.pool !== undefined) {
+    return `mysql takes ${name} or pool, not both`;
   }
-  if (config.uri !== undefined && (typeof config.uri !== 'string' || config.uri.trim() === '')) {
-    return 'mysql.uri must be a non-empty string';
+  if (url === undefined && config.pool === undefined && config.poolConfig === undefined) {
+    return 'mysql needs connectionString, pool or poolConfig';
+  }
+  if (url !== undefined && (typeof url !== 'string' || url.trim() === '')) {
+    return `mysql.${name} must be a non-empty string`;
   }
   if (config.pool !== undefined && !isMysqlPool(config.pool)) {
     return 'mysql.pool must be a mysql2 pool';
@@ -115,6 +164,6 @@ export function checkMysqlOption(value: unknown): string | undefined {
   ) {
     return 'mysql.poolConfig must be mysql2 pool settings (an object)';
   }
-  const problem = checkMysqlStoreOptions(config);
+  const problem = checkValues(config);
   return problem && `mysql.${problem}`;
 }

@@ -1,7 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import type { Pool as PromisePool } from 'mysql2/promise';
 import { mysqlSchemaSql, quoteMysql } from './mysql-statements';
-import { describeError } from '../sql/errors';
+import { describeError, within } from '../sql/errors';
 import { schemaOf } from '../sql/options';
 import { schemaProblem } from '../sql/schema-check';
 
@@ -37,6 +37,27 @@ export class MysqlSchema {
     );
     const [row] = rows as { has_schema: number | string; has_table: number | string }[];
     return { schema: Number(row.has_schema) > 0, table: Number(row.has_table) > 0 };
+  }
+
+  /**
+   * Resolves true once the database answers (with `ensure`: once the table exists), false after
+   * `timeoutMs` or on an error, which it logs: the module warns and boots anyway. A missing table
+   * or database is logged as such, with the migration to apply, and resolves true: the database
+   * is there, and first use reports the same.
+   */
+  async whenReady(ensure: boolean, timeoutMs: number): Promise<boolean> {
+    const check = ensure ? this.ensure() : this.check();
+    const answered = await within(
+      check.then(
+        () => true,
+        (error: unknown) => {
+          this.logger.warn(`MySQL is not ready: ${describeError(error)}`);
+          return false;
+        },
+      ),
+      timeoutMs,
+    );
+    return answered === true;
   }
 
   missing(schemaExists: boolean): string {

@@ -14,12 +14,12 @@ import {
   checkPostgresStoreOptions,
   type PostgresIdempotencyStoreOptions,
 } from './postgres-options';
+import { PostgresConnections } from './postgres-connections';
 import { PostgresListener } from './postgres-listener';
 import { PostgresSchema } from './postgres-schema';
 import { DEFAULT_TABLE, statements, Statements } from './postgres-statements';
-import { describeError, describeValue, within } from '../sql/errors';
 import { Sweeper } from '../sql/sweeper';
-import { queryThrough } from '../sql/transaction-handle';
+import { queryInTransaction, resultRows } from '../sql/transaction';
 import { Watchers } from '../sql/watchers';
 
 export { expiryIndexName, postgresSchemaSql } from './postgres-statements';
@@ -30,8 +30,6 @@ export type {
 
 /** A claim that finds neither its own row nor another's lost a rare race (see claim); retries. */
 const CLAIM_ATTEMPTS = 5;
-/** How long close() waits for the pool to end before it cuts the connections, in ms. */
-const CLOSE_TIMEOUT_MS = 2_000;
 
 interface ClaimRow {
   claimed: boolean;
@@ -67,6 +65,8 @@ export class PostgresIdempotencyStore
   extends IdempotencyStore
   implements TransactionalIdempotencyStore
 {
+  /** `'PostgreSQL'`, in log lines. */
+  override readonly displayName = 'PostgreSQL';
   /** The table, as configured. */
   readonly table: string;
   private readonly channel: string;
@@ -78,11 +78,8 @@ export class PostgresIdempotencyStore
   private readonly listener: PostgresListener;
   private readonly schema: PostgresSchema;
   private readonly sweeper: Sweeper;
-  /**
-   * Open connections close() waits for: every one of an owned pool, and the LISTEN connection.
-   * It cuts those still open after {@link CLOSE_TIMEOUT_MS} (a frozen server).
-   */
-  private readonly clients = new Set<Client>();
+  /** The connections close() waits for (and cuts, on a frozen server). */
+  private readonly connections: PostgresConnections;
   private closed = false;
   private closing?: Promise<void>;
 
@@ -104,10 +101,9 @@ export class PostgresIdempotencyStore
         `idempotency_${name}_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`,
       ]),
     ) as Record<keyof Statements, string>;
-    if (options.ownsPool) {
-      pool.on('connect', (client) => this.track(client));
-    }
-    const track = (client: Client) => this.track(client);
+    const connections = new PostgresConnections(pool, options.ownsPool === true);
+    this.connections = connections;
+    const track = (client: Client) => connections.track(client);
     this.listener = new PostgresListener(pool, this.channel, this.watchers, this.logger, track);
     this.sweeper = new Sweeper(
       async (batch) => (await this.run('sweep', [batch])).rowCount ?? 0,
@@ -191,10 +187,10 @@ export class PostgresIdempotencyStore
   }
 
   /**
-   * Writes the completion through `tx`, the app's open transaction: a TypeORM `EntityManager` or
-   * `QueryRunner`, a node-postgres client (after BEGIN), a Knex transaction or a Prisma
-   * interactive-transaction client. It commits with the transaction, and waiters are notified at
-   * that commit. Never rolls back itself.
+   * Writes the completion through `tx`, the app's open transaction, as its `TransactionHost`
+   * exposes it: a TypeORM `EntityManager` or `QueryRunner`, a node-postgres client (after BEGIN),
+   * a Knex, Kysely or Drizzle transaction or a Prisma interactive-transaction client. It commits
+   * with the transaction, and waiters are notified at that commit. Never rolls back itself.
    * @returns false when `token` no longer owns the pending record: roll the transaction back.
    */
   async completeInTransaction(
@@ -205,7 +201,7 @@ export class PostgresIdempotencyStore
     ttlMs: number,
   ): Promise<boolean> {
     const values = [key, token, response.meta, response.body, ttlMs, this.channel];
-    const result = await queryThrough(tx, this.sql.complete, values, '$n');
+    const result = await queryInTransaction(tx, this.sql.complete, values, '$n');
     const [row] = resultRows(result);
     return Number((row as { n?: unknown } | undefined)?.n) === 1;
   }
@@ -233,21 +229,8 @@ export class PostgresIdempotencyStore
    * Resolves true once the database answers (and, with ensureSchema, the table exists), false
    * after `timeoutMs` or on an error: the module warns and boots anyway.
    */
-  async whenReady(timeoutMs: number): Promise<boolean> {
-    const check = this.options.ensureSchema ? this.schema.ensure() : this.schema.check();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), timeoutMs);
-      timer.unref();
-    });
-    try {
-      return await Promise.race([check.then(() => true), timeout]);
-    } catch (error) {
-      this.logger.warn(`PostgreSQL is not ready: ${describeError(error)}`);
-      return false;
-    } finally {
-      clearTimeout(timer);
-    }
+  override whenReady(timeoutMs: number): Promise<boolean> {
+    return this.schema.whenReady(this.options.ensureSchema === true, timeoutMs);
   }
 
   /**
@@ -260,7 +243,7 @@ export class PostgresIdempotencyStore
 
   /**
    * Stops the sweeper, drops the LISTEN connection and, if the store owns the pool, ends it:
-   * after {@link CLOSE_TIMEOUT_MS} without an answer (a frozen server) its connections are cut.
+   * after 2 s without an answer (a frozen server) its connections are cut.
    */
   override close(): Promise<void> {
     return (this.closing ??= this.shutdown());
@@ -271,22 +254,7 @@ export class PostgresIdempotencyStore
     this.sweeper.stop();
     this.watchers.clear();
     this.listener.close();
-    const ended = this.options.ownsPool ? this.pool.end().catch(() => {}) : undefined;
-    const open = [...this.clients].map(
-      (client) => new Promise((resolve) => client.once('end', resolve)),
-    );
-    if ((await within(Promise.all([ended, ...open]), CLOSE_TIMEOUT_MS)) === 'timeout') {
-      // A frozen server neither answers a query in flight nor acknowledges a goodbye, and
-      // node-postgres waits for both: cut the sockets (their queries fail, the pool ends).
-      this.clients.forEach((client) => client.connection.stream.destroy());
-      await within(Promise.all([ended]), CLOSE_TIMEOUT_MS);
-    }
-  }
-
-  /** Keeps `client` in {@link clients} until its connection ends. */
-  private track(client: Client): void {
-    this.clients.add(client);
-    client.once('end', () => this.clients.delete(client));
+    await this.connections.end();
   }
 
   /** Runs a statement of the store as a prepared statement of its connection. */
@@ -310,15 +278,4 @@ export class PostgresIdempotencyStore
   ): Promise<T[]> {
     return (await this.run(name, values)).rows as T[];
   }
-}
-
-/**
- * The rows of a query run through a transaction handle: TypeORM's `query()` returns the rows of
- * a SELECT, node-postgres and Knex (pg) `{ rows }`, Prisma the rows.
- */
-function resultRows(result: unknown): unknown[] {
-  if (Array.isArray(result)) return result;
-  const rows = (result as { rows?: unknown } | null)?.rows;
-  if (Array.isArray(rows)) return rows;
-  throw new TypeError(`completeInTransaction: unexpected query result ${describeValue(result)}`);
 }

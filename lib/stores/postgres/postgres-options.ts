@@ -1,8 +1,9 @@
 /**
- * Checks of the PostgreSQL store's options, shared by the store's constructor and the module's
- * validation (which runs before any store exists, and must not load the store's dependencies).
+ * Checks of the PostgreSQL store's options and of the module option `postgres`, names and values.
+ * Loads nothing: the module runs them before any store exists.
  */
 import type { Pool, PoolConfig } from 'pg';
+import { unknownOptionProblem } from '../../options/option-names';
 import { checkSqlStoreOptions } from '../sql/options';
 
 /** Options of `PostgresIdempotencyStore`. */
@@ -10,12 +11,12 @@ export interface PostgresIdempotencyStoreOptions {
   /**
    * The records' table, optionally schema-qualified (`'billing.idempotency_records'`): letters,
    * digits and `_`, at most 63 characters in all (it also names the NOTIFY channel). It is quoted
-   * as given, so case counts. Default: `'idempotency_records'` (see `sql/` in the package).
+   * as given, so case counts. Default: `'idempotency_records'` (see `sql/postgres/` in the package).
    */
   table?: string;
   /**
    * Create the table and its index when they are missing (`CREATE ... IF NOT EXISTS`, the
-   * statements of `sql/001_idempotency_records.sql` for this table): at boot, or on first use
+   * statements of `sql/postgres/001_idempotency_records.sql` for this table): at boot, or on first use
    * when the database was down then. Default: false: apply the SQL file with your migrations.
    */
   ensureSchema?: boolean;
@@ -60,13 +61,37 @@ export interface IdempotencyPostgresConfig extends Omit<
 /** PostgreSQL's NAMEDATALEN - 1: the longest identifier, and channel name, it keeps whole. */
 const MAX_NAME = 63;
 
+/** Every name the store's options take: the compiler keeps the list whole. */
+const STORE_OPTIONS = Object.keys({
+  table: true,
+  ensureSchema: true,
+  sweepIntervalMs: true,
+  sweepBatchSize: true,
+  ownsPool: true,
+} satisfies Record<keyof PostgresIdempotencyStoreOptions, true>);
+
+/** Every name the module option `postgres` takes in its object form. */
+const CONFIG = Object.keys({
+  connectionString: true,
+  pool: true,
+  poolConfig: true,
+  table: true,
+  ensureSchema: true,
+  sweepIntervalMs: true,
+  sweepBatchSize: true,
+} satisfies Record<keyof IdempotencyPostgresConfig, true>);
+
 /**
- * Why `options` are invalid (starting with the option's name), or undefined when they are valid.
- * The module reports it under `postgres.`; the store's constructor throws it.
+ * Why the store's constructor options are invalid (an unknown name, or a value starting with the
+ * option's name), or undefined when they are valid.
  */
 export function checkPostgresStoreOptions(
   options: PostgresIdempotencyStoreOptions,
 ): string | undefined {
+  return unknownOptionProblem(options, STORE_OPTIONS) ?? checkValues(options);
+}
+
+function checkValues(options: PostgresIdempotencyStoreOptions): string | undefined {
   return checkSqlStoreOptions(options, MAX_NAME, ' (it names the NOTIFY channel)');
 }
 
@@ -91,6 +116,8 @@ export function checkPostgresOption(value: unknown): string | undefined {
   if (typeof value === 'string') return value.trim() === '' ? shape : undefined;
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return shape;
   if (isPgPool(value)) return undefined;
+  const names = unknownOptionProblem(value, CONFIG);
+  if (names) return `postgres: ${names}`;
   const config = value as IdempotencyPostgresConfig;
   if (config.connectionString !== undefined && config.pool !== undefined) {
     return 'postgres takes connectionString or pool, not both';
@@ -106,6 +133,6 @@ export function checkPostgresOption(value: unknown): string | undefined {
   ) {
     return 'postgres.poolConfig must be pg.Pool settings (an object)';
   }
-  const problem = checkPostgresStoreOptions(config);
+  const problem = checkValues(config);
   return problem && `postgres.${problem}`;
 }

@@ -31,7 +31,7 @@ export class PostgresSchema {
           throw new Error(
             `PostgresIdempotencyStore: ensureSchema could not create the schema "${schema}" or ` +
               `the table "${this.table}" in it: ${describeError(error)}. Create the schema (or ` +
-              'grant CREATE), or apply sql/001_idempotency_records.sql with your migrations.',
+              'grant CREATE), or apply sql/postgres/001_idempotency_records.sql with your migrations.',
             { cause: error },
           );
         }
@@ -53,13 +53,34 @@ export class PostgresSchema {
     if (!rows[0].has_table) this.logger.error(this.missing(rows[0].has_schema));
   }
 
+  /**
+   * Resolves true once the database answers (with `ensure`: once the table exists), false after
+   * `timeoutMs` or on an error, which it logs: the module warns and boots anyway.
+   */
+  async whenReady(ensure: boolean, timeoutMs: number): Promise<boolean> {
+    const check = ensure ? this.ensure() : this.check();
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<false>((resolve) => {
+      timer = setTimeout(() => resolve(false), timeoutMs);
+      timer.unref();
+    });
+    try {
+      return await Promise.race([check.then(() => true), timeout]);
+    } catch (error) {
+      this.logger.warn(`PostgreSQL is not ready: ${describeError(error)}`);
+      return false;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   missing(schemaExists: boolean): string {
     return schemaProblem({
       database: 'PostgreSQL',
       table: this.table,
       schemaExists,
       schemaWord: 'schema',
-      migration: 'sql/001_idempotency_records.sql',
+      migration: 'sql/postgres/001_idempotency_records.sql',
       option: 'postgres',
     });
   }

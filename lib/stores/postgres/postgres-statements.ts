@@ -1,6 +1,6 @@
 /**
  * The PostgreSQL store's SQL: its statements for one table (each operation one statement) and the
- * DDL of `sql/001_idempotency_records.sql`. Times are always the database's clock.
+ * DDL of `sql/postgres/001_idempotency_records.sql`. Times are always the database's clock.
  */
 import { createHash } from 'node:crypto';
 
@@ -136,7 +136,7 @@ export function expiryIndexName(table: string): string {
 }
 
 /**
- * The DDL of `sql/001_idempotency_records.sql` for `table`, as one implicit transaction. The
+ * The DDL of `sql/postgres/001_idempotency_records.sql` for `table`, as one implicit transaction. The
  * advisory lock keeps app instances booting together from racing on `CREATE TABLE IF NOT EXISTS`
  * (which can fail with a duplicate key on pg_type when two run at once).
  */

@@ -1,0 +1,68 @@
+/**
+ * Checks of the `redis` module option and of the Redis store's options. Loads nothing: the module
+ * runs them before any client exists.
+ */
+import type { Cluster, Redis } from 'ioredis';
+import type { IdempotencyClusterConfig } from '../../interfaces/idempotency-options.interface';
+import { nearestName, unknownOptionProblem } from '../../options/option-names';
+
+/** Options of `RedisIdempotencyStore`. */
+export interface RedisIdempotencyStoreOptions {
+  /**
+   * Whether `RedisIdempotencyStore.close()` quits the client. Default false: a client you pass
+   * in stays yours. The module sets it only for clients it created itself.
+   */
+  ownsClient?: boolean;
+}
+
+/** Every name `RedisIdempotencyStore`'s options take: the compiler keeps the list whole. */
+const STORE_OPTIONS = Object.keys({
+  ownsClient: true,
+} satisfies Record<keyof RedisIdempotencyStoreOptions, true>);
+
+/** Every name of `{ clusterNodes, ... }`, ours (what `clusterOptions` holds is ioredis's). */
+const CLUSTER_CONFIG = Object.keys({
+  clusterNodes: true,
+  clusterOptions: true,
+} satisfies Record<keyof IdempotencyClusterConfig, true>);
+
+/** Why the store's constructor options are invalid, or undefined. */
+export function checkRedisStoreOptions(options: object): string | undefined {
+  return unknownOptionProblem(options, STORE_OPTIONS);
+}
+
+/**
+ * Why the `redis` module option is invalid (a message naming it), or undefined when it is valid:
+ * a URL, an ioredis client, ioredis options or `{ clusterNodes, clusterOptions? }`.
+ *
+ * ioredis owns the names of its options (they differ between its releases, and it ignores those
+ * it does not know), so they are not checked, except for a name that is a slip of ours: ioredis
+ * options holding `clusterNodez` would connect a single node to localhost.
+ */
+export function checkRedisOption(value: unknown): string | undefined {
+  if (typeof value === 'string') return value.trim() === '' ? SHAPE : undefined;
+  if (typeof value !== 'object' || value === null) return SHAPE;
+  if (isRedisClient(value)) return undefined;
+  if (!('clusterNodes' in value)) {
+    const slips = Object.keys(value).filter((name) => nearestName(name, CLUSTER_CONFIG));
+    const problem = unknownOptionProblem(pick(value, slips), CLUSTER_CONFIG);
+    return problem && `redis: ${problem}`;
+  }
+  const nodes = value.clusterNodes;
+  if (!(Array.isArray(nodes) && nodes.length > 0)) {
+    return 'redis.clusterNodes must be a non-empty array of nodes';
+  }
+  const problem = unknownOptionProblem(value, CLUSTER_CONFIG);
+  return problem && `redis: ${problem}`;
+}
+
+const SHAPE = 'redis must be a Redis URL, ioredis options, { clusterNodes } or an ioredis client';
+
+/** Whether `value` is an ioredis client (`Redis` or `Cluster`) rather than settings for one. */
+export function isRedisClient(value: unknown): value is Redis | Cluster {
+  return typeof (value as { defineCommand?: unknown } | null)?.defineCommand === 'function';
+}
+
+function pick(value: object, names: string[]): object {
+  return Object.fromEntries(names.map((name) => [name, (value as Record<string, unknown>)[name]]));
+}
