@@ -4,6 +4,12 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { DEFAULT_OPTIONS, EVENT_DEFAULTS, mergeOptions } from './defaults';
+import {
+  ASYNC_OPTION_NAMES,
+  assertKnownNames,
+  FACTORY_OPTION_NAMES,
+  ROOT_OPTION_NAMES,
+} from './known-names';
 import { validateOptions } from './route-options';
 import { checkEncryptionOption, secretProblem } from './secrets';
 
@@ -80,6 +86,36 @@ export function assertOptionsObject(options: unknown, where: 'forRoot' | 'forRoo
   );
 }
 
+/**
+ * Checks `IdempotencyModule.forRoot()`'s argument where it is called, so that the stack points
+ * at the app's module: an options object whose every name is a module option, `isGlobal` or
+ * `globalInterceptor`. Its values are checked at bootstrap ({@link resolveModuleOptions}).
+ *
+ * @throws TypeError `IdempotencyModule: unknown option \`encrypton\` (did you mean \`encryption\`?)`
+ */
+export function checkForRootOptions(options: unknown): void {
+  assertOptionsObject(options, 'forRoot');
+  assertKnownNames(options as object, ROOT_OPTION_NAMES, 'IdempotencyModule');
+}
+
+/**
+ * Checks `IdempotencyModule.forRootAsync()`'s own options where it is called: only `imports`,
+ * `inject`, `useFactory`, `useClass`, `useExisting`, `provideInjectionTokensFrom`, `isGlobal`
+ * and `globalInterceptor`. Nest takes any other name as an extra and drops it, so a module
+ * option set here (`redis`) or a misspelt `useFactroy` was ignored without a word.
+ *
+ * @throws TypeError naming the option, and where a module option goes (the factory's result)
+ */
+export function checkForRootAsyncOptions(options: unknown): void {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new TypeError(
+      'IdempotencyModule.forRootAsync: takes { useFactory, inject?, imports? }, { useClass } ' +
+        `or { useExisting }, got ${Array.isArray(options) ? 'an array' : String(options)}`,
+    );
+  }
+  assertKnownNames(options, ASYNC_OPTION_NAMES, 'IdempotencyModule.forRootAsync');
+}
+
 /** The module's options with every default filled in. */
 export type ResolvedModuleOptions = ResolvedIdempotencyOptions &
   IdempotencyModuleOptions & {
@@ -87,10 +123,15 @@ export type ResolvedModuleOptions = ResolvedIdempotencyOptions &
     eventDefaults?: IdempotencyOptions;
   };
 
-/** Validates the module options and fills in every default. */
+/**
+ * Validates the module options (names and values) and fills in every default. Runs at
+ * bootstrap, on `forRoot()`'s options (without `isGlobal` and `globalInterceptor`, which Nest
+ * takes out) or on what `forRootAsync()`'s factory returned.
+ */
 export function resolveModuleOptions(given: IdempotencyModuleOptions): ResolvedModuleOptions {
   // forRoot() checks its argument itself: what reaches here unchecked came from a factory.
   assertOptionsObject(given, 'forRootAsync');
+  assertKnownNames(given, FACTORY_OPTION_NAMES, 'IdempotencyModule');
   const options = validateOptions(given, 'IdempotencyModule');
   validateModuleOptions(options);
   const eventDefaults = Object.fromEntries(

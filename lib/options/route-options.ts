@@ -6,6 +6,7 @@ import {
 import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { DURATION_OPTIONS, type WithDurations } from './defaults';
 import { parseDuration } from './duration';
+import { assertKnownNames, ROUTE_OPTION_NAMES } from './known-names';
 
 const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
 const LEVELS: Record<string, [number, number]> = { brotli: [0, 11], gzip: [1, 9], deflate: [1, 9] };
@@ -36,9 +37,26 @@ const RESERVED_STATUS_HEADERS = new Set([
 ]);
 
 /**
- * Checks options set in `forRoot()` or `@Idempotent()` and throws a clear error at bootstrap (or
- * when the decorator is evaluated) instead of misbehaving on the first request. Returns a copy
- * with every duration in milliseconds.
+ * The options of `@Idempotent({...})`, checked when the decorator is evaluated (when its class
+ * is loaded): names, then values (see {@link validateOptions}). Returns a copy with every
+ * duration in milliseconds.
+ *
+ * @throws TypeError naming `where` and the option: an unknown name with the nearest known one,
+ *   a module option with where it goes (`forRoot()`), an invalid value
+ */
+export function resolveRouteOptions(
+  given: IdempotencyOptions,
+  where: string,
+): WithDurations<IdempotencyOptions> {
+  assertKnownNames(given, ROUTE_OPTION_NAMES, where);
+  return validateOptions(given, where);
+}
+
+/**
+ * Checks the values of route options set in `forRoot()`, `@Idempotent()` or `run()` and throws
+ * a clear error at bootstrap (or when the decorator is evaluated) instead of misbehaving on the
+ * first request; names are checked by the caller, which knows which names its place takes.
+ * Returns a copy with every duration in milliseconds.
  */
 export function validateOptions<T extends IdempotencyOptions>(
   given: T,
