@@ -5,4 +5,5 @@ export * from './module-options';
 export * from './option-names';
 export * from './route-options';
 export * from './run-options';
+export * from './secret-strength';
 export * from './secrets';
