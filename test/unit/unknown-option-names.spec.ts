@@ -1,14 +1,17 @@
 import { Injectable, Module } from '@nestjs/common';
+import { HealthIndicatorService } from '@nestjs/terminus';
 import { Test } from '@nestjs/testing';
 import { randomBytes } from 'node:crypto';
 import {
   Idempotent,
   IdempotencyModule,
   IdempotentMethod,
+  MemoryIdempotencyStore,
   type IdempotencyModuleOptions,
   type IdempotencyOptionsFactory,
 } from '../../lib';
-import { resolveModuleOptions, resolveRunOptions } from '../../lib/options';
+import { DEFAULT_OPTIONS, resolveModuleOptions, resolveRunOptions } from '../../lib/options';
+import { IdempotencyHealthIndicator } from '../../lib/terminus';
 
 /**
  * A misspelt or misplaced option name fails where it is set, with the nearest known name or
@@ -256,6 +259,28 @@ describe('resolveRunOptions (what IdempotencyService.run() checks first)', () =>
       scope: 'default',
       fingerprint: undefined,
       overrides: {},
+    });
+  });
+});
+
+describe('IdempotencyHealthIndicator.pingCheck()', () => {
+  const store = new MemoryIdempotencyStore();
+  const indicator = new IdempotencyHealthIndicator(
+    store,
+    DEFAULT_OPTIONS,
+    new HealthIndicatorService(),
+  );
+  afterAll(() => store.close());
+
+  it('refuses a misspelt option instead of checking with the default timeout', async () => {
+    await expect(indicator.pingCheck('idempotency', { timout: '5s' } as never)).rejects.toThrow(
+      new TypeError('pingCheck: unknown option `timout` (did you mean `timeout`?)'),
+    );
+  });
+
+  it('checks with its one option', async () => {
+    await expect(indicator.pingCheck('idempotency', { timeout: '1s' })).resolves.toEqual({
+      idempotency: { status: 'up' },
     });
   });
 });
