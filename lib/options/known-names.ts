@@ -27,7 +27,7 @@ const FACTORY = 'what the forRootAsync() factory returns';
 const ROUTE = '@Idempotent() on a route (run() has no request)';
 
 /** Options of `@Idempotent()`: the route options. */
-export const ROUTE_NAMES = namesOf<IdempotencyOptions>({
+const ROUTE_NAMES = namesOf<IdempotencyOptions>({
   enabled: true,
   headerName: true,
   ttl: true,

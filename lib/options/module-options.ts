@@ -91,7 +91,8 @@ export function assertOptionsObject(options: unknown, where: 'forRoot' | 'forRoo
  * at the app's module: an options object whose every name is a module option, `isGlobal` or
  * `globalInterceptor`. Its values are checked at bootstrap ({@link resolveModuleOptions}).
  *
- * @throws TypeError `IdempotencyModule: unknown option \`encrypton\` (did you mean \`encryption\`?)`
+ * @throws TypeError, e.g. "IdempotencyModule: unknown option `encrypton` (did you mean
+ *   `encryption`?)"
  */
 export function checkForRootOptions(options: unknown): void {
   assertOptionsObject(options, 'forRoot');

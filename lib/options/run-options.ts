@@ -36,8 +36,8 @@ export interface ResolvedRunOptions {
  *
  * @param given run()'s third argument (`undefined` for none)
  * @param where what the messages start with, e.g. `'IdempotencyService.run'`
- * @throws TypeError `<where>: unknown option \`scpoe\` (did you mean \`scope\`?)`,
- *   `<where>: scope must be a non-empty string`, `<where> (<scope>): lockTtl must be ...`
+ * @throws TypeError, e.g. "<where>: unknown option `scpoe` (did you mean `scope`?)",
+ *   "<where>: scope must be a non-empty string", "<where> (<scope>): lockTtl must be ..."
  */
 export function resolveRunOptions(given: unknown, where: string): ResolvedRunOptions {
   const options = (given ?? {}) as IdempotencyRunOptions;
@@ -84,5 +84,6 @@ export function checkMethodOptions(given: unknown): void {
 
 function describe(value: unknown): string {
   if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'function') return 'a function';
   return typeof value === 'string' ? JSON.stringify(value) : String(value);
 }
