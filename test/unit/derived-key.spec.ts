@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { derivedIdempotencyKey, tryDerivedIdempotencyKey } from '../../lib';
 import { resolveModuleOptions } from '../../lib/options/options';
 import { deriveKey, inClaimContext, propagatedKey } from '../../lib/propagation/derived-key';
@@ -119,7 +119,7 @@ describe('keyDerivationSecret validation', () => {
   });
 
   it('accepts 32 bytes, and propagateKeys only as a boolean', () => {
-    expect(() => resolveModuleOptions({ keyDerivationSecret: Buffer.alloc(32) })).not.toThrow();
+    expect(() => resolveModuleOptions({ keyDerivationSecret: randomBytes(32) })).not.toThrow();
     expect(() => resolveModuleOptions({ propagateKeys: 'yes' as never })).toThrow(
       /propagateKeys must be a boolean/,
     );
