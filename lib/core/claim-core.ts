@@ -7,7 +7,7 @@ import {
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
 import { createOpenTelemetryMetrics } from '../observability/metrics';
-import type { ResolvedModuleOptions } from '../options/options';
+import type { ResolvedModuleOptions } from '../options';
 import { runClaimed } from '../propagation/run-claimed';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
 import { RecordCipher } from '../utils/encryption';

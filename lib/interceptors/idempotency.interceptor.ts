@@ -26,7 +26,7 @@ import {
 } from '../errors/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import type { ResolvedModuleOptions } from '../options/options';
+import type { ResolvedModuleOptions } from '../options';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { isPromise } from '../utils/is-promise';
 import { parseIdempotencyKey } from '../utils/key';

@@ -20,7 +20,7 @@ import type {
   IdempotencyRunKey,
   IdempotencyRunOptions,
 } from '../interfaces/idempotency-run-options.interface';
-import { validateOptions, type ResolvedModuleOptions } from '../options/options';
+import { resolveRunOptions, type ResolvedModuleOptions, type ResolvedRunOptions } from '../options';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { errorStatus } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
@@ -80,12 +80,13 @@ export class IdempotencyService implements BeforeApplicationShutdown {
   async run<T>(
     key: IdempotencyRunKey,
     fn: () => T | Promise<T>,
-    options: IdempotencyRunOptions = {},
+    options?: IdempotencyRunOptions,
   ): Promise<Awaited<T>> {
-    const claim = this.claimOf(key, options);
+    const run = resolveRunOptions(options, 'IdempotencyService.run');
+    const claim = this.claimOf(key, run);
     const request = {
       token: claim.token,
-      fingerprint: this.fingerprintOf(options.fingerprint),
+      fingerprint: this.fingerprintOf(run.fingerprint),
       leaseMs: claim.options.lockTtl,
     };
     const { storeErrors } = claim.options;
@@ -104,27 +105,14 @@ export class IdempotencyService implements BeforeApplicationShutdown {
   }
 
   /** The claim of a call: its store key, a new owner token and its options over the module's. */
-  private claimOf(key: IdempotencyRunKey, run: IdempotencyRunOptions): Claim {
-    const { scope = 'default', onConflict, waitTimeout, lockTtl, ttl, storeErrors } = run;
-    const overrides = {
-      onConflict,
-      waitTimeout,
-      lockTtl,
-      ttl,
-      storeErrors,
-      transactional: run.transactional,
-    };
-    if (typeof scope !== 'string' || scope === '') {
-      throw new TypeError('IdempotencyService.run: scope must be a non-empty string');
-    }
-    validateOptions(overrides, `IdempotencyService.run (${scope})`);
+  private claimOf(key: IdempotencyRunKey, { scope, overrides }: ResolvedRunOptions): Claim {
     const options: ResolvedIdempotencyOptions = {
       ...this.options,
       onConflict: 'wait',
       storeErrors: [],
       transactional: false,
       failOpen: false,
-      ...definedOnly(overrides),
+      ...overrides,
     };
     const problem = options.transactional && transactionalStoreProblem(this.store);
     if (problem) throw new TypeError(`IdempotencyService.run: ${problem}`);
@@ -168,11 +156,4 @@ function keyText(key: unknown, maxLength: number): string {
     );
   }
   return key;
-}
-
-/** The fields of `options` that are set: an explicit `undefined` keeps the module's value. */
-function definedOnly<T extends object>(options: T): Partial<T> {
-  return Object.fromEntries(
-    Object.entries(options).filter(([, value]) => value !== undefined),
-  ) as Partial<T>;
 }

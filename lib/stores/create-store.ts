@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
 import type { PoolConfig } from 'pg';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-options.interface';
-import type { ResolvedModuleOptions } from '../options/options';
+import type { ResolvedModuleOptions } from '../options';
 import type { IdempotencyStore } from './idempotency.store';
 import { MemoryIdempotencyStore } from './memory/memory-idempotency.store';
 import {

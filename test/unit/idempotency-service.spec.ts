@@ -75,4 +75,16 @@ describe('IdempotencyService.run() (pure logic, memory store)', () => {
     await expect(run.run('b\0c', fnB, { scope: 'tenant' })).resolves.toBe('B');
     expect(fnB).toHaveBeenCalledTimes(1);
   });
+
+  it('rejects a misspelt option before fn runs, naming the option it meant', async () => {
+    const { store, run } = service();
+    const claim = jest.spyOn(store, 'claim');
+    const fn = jest.fn(async () => 1);
+    const options = { scpoe: 'orders' } as unknown as { scope: string };
+    await expect(run.run('k', fn, options)).rejects.toThrow(
+      'IdempotencyService.run: unknown option `scpoe` (did you mean `scope`?)',
+    );
+    expect(claim).not.toHaveBeenCalled();
+    expect(fn).not.toHaveBeenCalled();
+  });
 });
