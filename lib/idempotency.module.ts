@@ -12,6 +12,7 @@ import { IDEMPOTENCY_OPTIONS } from './idempotency.constants';
 import {
   ConfigurableModuleClass,
   MODULE_OPTIONS_TOKEN,
+  type IdempotencyModuleAsyncOptions,
   type IdempotencyModuleRootOptions,
 } from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
@@ -23,10 +24,11 @@ import { createStore } from './stores/create-store';
 import { IdempotencyStore } from './stores/idempotency.store';
 import { storeBootWarnings, storeName, storeReady } from './stores/store-hooks';
 import {
-  assertOptionsObject,
+  checkForRootAsyncOptions,
+  checkForRootOptions,
   resolveModuleOptions,
   type ResolvedModuleOptions,
-} from './options/options';
+} from './options';
 
 /**
  * Provides the idempotency store and the options that `@Idempotent()` routes (bound to
@@ -65,12 +67,21 @@ export class IdempotencyModule
   private readonly logger = new Logger('Idempotency');
 
   /**
-   * Registers the module with `options` (validated at bootstrap); without an argument, with every
-   * default (the in-memory store: see `allowInMemoryStorage`).
+   * Registers the module with `options` (their names checked here, their values at bootstrap);
+   * without an argument, with every default (the in-memory store: see `allowInMemoryStorage`).
    */
   static override forRoot(options: IdempotencyModuleRootOptions = {}): DynamicModule {
-    assertOptionsObject(options, 'forRoot');
+    checkForRootOptions(options);
     return super.forRoot(options);
+  }
+
+  /**
+   * Registers the module with the options a factory or class returns (checked at bootstrap,
+   * names and values); `forRootAsync()`'s own option names are checked here.
+   */
+  static override forRootAsync(options: IdempotencyModuleAsyncOptions): DynamicModule {
+    checkForRootAsyncOptions(options);
+    return super.forRootAsync(options);
   }
 
   constructor(

@@ -1,14 +1,14 @@
-import { ExecutionContext, HttpException } from '@nestjs/common';
-import { Observable, of, throwError } from 'rxjs';
+import { ExecutionContext, HttpException, IntrinsicException } from '@nestjs/common';
+import { defer, Observable, of } from 'rxjs';
 import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
+import { errorStatus, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 import { loadPeer } from '../utils/load-optional';
 import { requestPrincipal } from '../utils/principal';
-import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import { decodeValue, encodeValue } from '../utils/value-codec';
+import type { ResponseSnapshot } from '../utils/response-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
+import { captureError, captureValue, replayValue } from './value-outcome';
 
 /** The parts of graphql-js's GraphQLResolveInfo used here. */
 interface ResolveInfo {
@@ -95,14 +95,7 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
 
   capture(_context: ExecutionContext, values: unknown[]): ResponseSnapshot | string {
     // Nest resolves a resolver's Observable to its last value.
-    const value = values[values.length - 1];
-    const reason = unreplayableReason(value);
-    if (reason) return reason;
-    try {
-      return { value: encodeValue(value) };
-    } catch (error) {
-      return `not storable as data (${(error as Error).message})`;
-    }
+    return captureValue(values[values.length - 1]);
   }
 
   captureError(
@@ -110,15 +103,14 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
     error: unknown,
     options: ResolvedIdempotencyOptions,
   ): ResponseSnapshot {
-    const stored = describeError(error, 'http', options.storeErrors);
-    if (error instanceof HttpException) {
-      return { status: error.getStatus(), value: stored, error: true };
-    }
+    const snapshot = captureError(error, 'http', options.storeErrors);
     const extensions = (error as { extensions?: unknown } | null)?.extensions;
-    if (error instanceof this.GraphQLError && extensions && typeof extensions === 'object') {
-      stored.r = { ...extensions };
+    if (!(error instanceof HttpException) && error instanceof this.GraphQLError) {
+      if (extensions && typeof extensions === 'object') {
+        (snapshot.value as StoredError).r = { ...extensions };
+      }
     }
-    return { value: stored, error: true };
+    return snapshot;
   }
 
   /** An HttpException's status, for `storeErrors` statuses; none for other errors. */
@@ -131,22 +123,40 @@ export class GraphqlContextAdapter implements IdempotencyContextAdapter {
     snapshot: ResponseSnapshot,
     options: ResolvedIdempotencyOptions,
   ): Observable<unknown> {
-    if (!snapshot.error) return of(decodeValue(snapshot.value as string));
-    const { status } = snapshot;
-    const error = rebuildError(snapshot.value as StoredError, options.storeErrors, (stored) =>
-      status === undefined
-        ? new this.GraphQLError(stored.m, { extensions: stored.r as Record<string, unknown> })
-        : new HttpException(stored.r as string | object, status),
+    return defer(() =>
+      of(
+        replayValue(snapshot, options.storeErrors, (stored, status) =>
+          status === undefined
+            ? new this.GraphQLError(stored.m, { extensions: stored.r as Record<string, unknown> })
+            : new HttpException(stored.r as string | object, status),
+        ),
+      ),
     );
-    return throwError(() => error);
   }
 
+  /**
+   * A refusal, which graphql-js reports as a GraphQLError carrying its `extensions` (`code`,
+   * `retryAfter` in seconds). An IntrinsicException: a client's mistake (no key, a reused key) is
+   * answered, not logged by Nest as a server error with a stack trace, as over HTTP.
+   */
   toException(_context: ExecutionContext, error: IdempotencyError): Error {
     const extensions: Record<string, unknown> = { code: error.code };
     if (error.retryAfterMs !== undefined) {
       extensions.retryAfter = Math.max(1, Math.ceil(error.retryAfterMs / 1000));
     }
-    return new this.GraphQLError(error.message, { extensions });
+    return new GraphqlRefusal(error.message, extensions);
+  }
+}
+
+/** See {@link GraphqlContextAdapter.toException}. */
+class GraphqlRefusal extends IntrinsicException {
+  constructor(
+    message: string,
+    /** Copied by graphql-js onto the GraphQLError it reports (`locatedError`). */
+    readonly extensions: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'GraphQLError';
   }
 }
 

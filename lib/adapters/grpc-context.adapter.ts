@@ -1,14 +1,13 @@
 import type { ExecutionContext } from '@nestjs/common';
-import { Observable, of, throwError } from 'rxjs';
+import { defer, Observable, of } from 'rxjs';
 import { type IdempotencyError, IdempotencyErrorCode } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import { describeError, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 import { loadPeer } from '../utils/load-optional';
 import { PATTERN_METADATA } from '../utils/nest-metadata';
-import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import { decodeValue, encodeValue } from '../utils/value-codec';
+import type { ResponseSnapshot } from '../utils/response-codec';
 import type { IdempotencyContextAdapter } from './context-adapter';
+import { captureError, captureValue, replayValue } from './value-outcome';
 
 /** What `@GrpcMethod()` / `@GrpcStreamMethod()` store as a handler's pattern. */
 export interface GrpcPattern {
@@ -117,14 +116,7 @@ export class GrpcContextAdapter implements IdempotencyContextAdapter {
     // A server-streaming method declared with @GrpcMethod() (grpc-js hands unary and streaming
     // methods the same kind of call): several messages cannot replay as one, so none is stored.
     if (values.length > 1) return 'several messages (a server-streaming method)';
-    const value = values[values.length - 1];
-    const reason = unreplayableReason(value);
-    if (reason) return reason;
-    try {
-      return { value: encodeValue(value) };
-    } catch (error) {
-      return `not storable as data (${(error as Error).message})`;
-    }
+    return captureValue(values[values.length - 1]);
   }
 
   captureError(
@@ -132,7 +124,7 @@ export class GrpcContextAdapter implements IdempotencyContextAdapter {
     error: unknown,
     options: ResolvedIdempotencyOptions,
   ): ResponseSnapshot {
-    return { value: describeError(error, 'rpc', options.storeErrors), error: true };
+    return captureError(error, 'rpc', options.storeErrors);
   }
 
   errorStatus(): undefined {
@@ -144,13 +136,15 @@ export class GrpcContextAdapter implements IdempotencyContextAdapter {
     snapshot: ResponseSnapshot,
     options: ResolvedIdempotencyOptions,
   ): Observable<unknown> {
-    if (!snapshot.error) return of(decodeValue(snapshot.value as string));
-    const error = rebuildError(
-      snapshot.value as StoredError,
-      options.storeErrors,
-      (stored) => new this.RpcException(stored.r as string | object),
+    return defer(() =>
+      of(
+        replayValue(
+          snapshot,
+          options.storeErrors,
+          (stored) => new this.RpcException(stored.r as string | object),
+        ),
+      ),
     );
-    return throwError(() => error);
   }
 
   toException(_context: ExecutionContext, error: IdempotencyError): Error {

@@ -2,11 +2,11 @@ import type { ExecutionContext } from '@nestjs/common';
 import { from, Observable, throwError } from 'rxjs';
 import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import { describeError, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
-import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import type { IdempotencyContextAdapter } from './context-adapter';
 import { loadPeer } from '../utils/load-optional';
+import { type ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
+import type { IdempotencyContextAdapter } from './context-adapter';
+import { captureError, replayedError } from './value-outcome';
 
 /** Payload field read when the transport carries no key header. */
 export const PAYLOAD_KEY_FIELD = 'idempotencyKey';
@@ -109,7 +109,7 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
     error: unknown,
     options: ResolvedIdempotencyOptions,
   ): ResponseSnapshot {
-    return { value: describeError(error, 'rpc', options.storeErrors), error: true };
+    return captureError(error, 'rpc', options.storeErrors);
   }
 
   errorStatus(): undefined {
@@ -122,12 +122,8 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
     options: ResolvedIdempotencyOptions,
   ): Observable<unknown> {
     if (snapshot.error) {
-      const error = rebuildError(
-        snapshot.value as StoredError,
-        options.storeErrors,
-        (stored) => new this.RpcException(stored.r as string | object),
-      );
-      return throwError(() => error);
+      const rebuild = (stored: { r?: unknown }) => new this.RpcException(stored.r as object);
+      return throwError(() => replayedError(snapshot, options.storeErrors, rebuild));
     }
     const { v: values, k: kinds = {} } = snapshot.value as StoredValues;
     return from(

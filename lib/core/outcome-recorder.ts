@@ -1,12 +1,19 @@
 import type { ExecutionContext, Logger } from '@nestjs/common';
-import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
+import {
+  IdempotencyErrorCode,
+  IdempotencyRecordUnreadableError,
+} from '../errors/idempotency.errors';
 import type { StoredResponse } from '../stores/idempotency.store';
 import type { RecordCipher } from '../utils/encryption';
 import { matchesStoredErrors } from '../utils/error-codec';
-import { encodeResponse, packResponse, type ResponseSnapshot } from '../utils/response-codec';
+import { isPromise } from '../utils/is-promise';
+import {
+  decodeResponse,
+  encodeResponse,
+  packResponse,
+  type ResponseSnapshot,
+} from '../utils/response-codec';
 import { describe, type OutcomeEvents } from './outcome-events';
-import { isPromise } from '../interceptors/request-identity';
-import type { GlobalSerializers } from '../interceptors/serializers';
 import type { Claim, StoreCalls } from './store-calls';
 
 /** Writes a completion inside the app's transaction; resolves whether the claim still owned it. */
@@ -18,14 +25,27 @@ export type CompletionWrite = (claim: Claim, response: StoredResponse) => Promis
  */
 export type RecordOutcome = 'stored' | 'fenced' | 'released' | 'failed';
 
+/** What to store of a success: a snapshot, or why it cannot be stored (`'a stream'`). */
+export type Captured = ResponseSnapshot | string;
+
+/** How an entry point's errors are matched against `storeErrors` and captured. */
+export interface ErrorCapture {
+  /** Handed to `storeErrors` predicates; none for `run()`. */
+  context?: ExecutionContext;
+  /** The status `storeErrors` statuses match an error by, or undefined where there are none. */
+  errorStatus(error: unknown): number | undefined;
+  /** What to store of an error `storeErrors` matched. */
+  captureError(error: unknown): ResponseSnapshot;
+}
+
 /**
- * Records a handler's outcome under its claim: what it emitted, as the client is sent it (after
- * the global serializers), or an error the route's `storeErrors` match. Anything that cannot be
- * stored releases the claim, so a retry runs the handler again rather than finding nothing.
+ * Records outcomes under their claims, and opens them again for a replay: encoding, the size
+ * limit, compression and sealing (option `encryption`) happen here, for every entry point.
+ * Anything that cannot be stored releases the claim, so a retry runs the work again rather than
+ * finding nothing.
  */
 export class OutcomeRecorder {
   constructor(
-    private readonly serializers: GlobalSerializers,
     private readonly calls: StoreCalls,
     private readonly events: OutcomeEvents,
     private readonly logger: Logger,
@@ -34,62 +54,33 @@ export class OutcomeRecorder {
   ) {}
 
   /**
-   * Stores what the handler emitted (or releases the claim when it cannot be stored). With
-   * `write` (a transaction's), a failed write is thrown, so that the transaction rolls back, and
-   * the caller settles the rest once the transaction did: it releases what was not stored, and
-   * reports the completion ({@link committed}) only after the commit.
+   * Stores a success, as `capture` describes it (or releases the claim when it cannot be
+   * stored: `capture` throws, or says why, or it is too large). With `write` (a
+   * transaction's), a failed write is thrown, so that the transaction rolls back, and the caller
+   * settles the rest once the transaction did: it releases what was not stored, and reports the
+   * completion ({@link committed}) only after the commit.
    */
   async success(
-    context: ExecutionContext,
-    adapter: IdempotencyContextAdapter,
     claim: Claim,
-    values: unknown[],
+    capture: () => Captured | PromiseLike<Captured>,
     write?: CompletionWrite,
   ): Promise<RecordOutcome> {
-    let snapshot;
+    let captured;
     try {
-      let sent = this.serializers.apply(context, values);
-      if (isPromise(sent)) sent = await sent;
-      snapshot = adapter.capture(context, sent, claim.options);
+      captured = capture();
+      if (isPromise(captured)) captured = await captured;
     } catch (error) {
-      const reason = `the response cannot be serialised (${describe(error)})`;
-      return this.notReplayable(claim, 'unserialisable', reason, !write);
+      return this.unserialisable(claim, error, !write);
     }
-    if (typeof snapshot === 'string') {
-      return this.notReplayable(claim, snapshot, `the response is ${snapshot}`, !write);
+    if (typeof captured === 'string') {
+      return this.notReplayable(claim, captured, `the response is ${captured}`, !write);
     }
-    return this.store(claim, snapshot, write);
-  }
-
-  /**
-   * Stores the handler's error when the route's `storeErrors` match it, so that a retry gets it
-   * again. @returns false when they do not (the caller releases the claim).
-   */
-  async error(
-    context: ExecutionContext,
-    adapter: IdempotencyContextAdapter,
-    claim: Claim,
-    error: unknown,
-  ): Promise<boolean> {
-    const { storeErrors } = claim.options;
-    if (storeErrors.length === 0) return false;
-    if (!matchesStoredErrors(storeErrors, error, context, adapter.errorStatus(error))) return false;
-    await this.store(claim, adapter.captureError(context, error, claim.options));
-    return true;
-  }
-
-  private async store(
-    claim: Claim,
-    snapshot: ResponseSnapshot,
-    write?: CompletionWrite,
-  ): Promise<RecordOutcome> {
-    const { options, handler, key } = claim;
+    const { options, key } = claim;
     let encoded;
     try {
-      encoded = encodeResponse(snapshot);
+      encoded = encodeResponse(captured);
     } catch (error) {
-      const reason = `the response cannot be serialised (${describe(error)})`;
-      return this.notReplayable(claim, 'unserialisable', reason, !write);
+      return this.unserialisable(claim, error, !write);
     }
     if (encoded.body.length > options.maxResponseBytes) {
       return this.notReplayable(
@@ -102,6 +93,61 @@ export class OutcomeRecorder {
     const sealing = this.cipher && { cipher: this.cipher, context: key };
     let response = packResponse(encoded, options.compression, sealing);
     if (isPromise(response)) response = await response;
+    return this.write(claim, response, write);
+  }
+
+  /**
+   * Stores an error when `storeErrors` match it, so that a retry gets it again.
+   * @returns false when they do not (the caller releases the claim).
+   */
+  async error(claim: Claim, error: unknown, capture: ErrorCapture): Promise<boolean> {
+    const { storeErrors } = claim.options;
+    if (storeErrors.length === 0) return false;
+    const status = capture.errorStatus(error);
+    if (!matchesStoredErrors(storeErrors, error, capture.context as never, status)) return false;
+    await this.success(claim, () => capture.captureError(error));
+    return true;
+  }
+
+  /** Reports a stored outcome (after the commit, with a transaction's write). */
+  committed(claim: Claim): void {
+    this.events.emit(claim, 'completed', claim.key);
+  }
+
+  /**
+   * A stored outcome, opened and decoded. One that cannot be (sealed with a key no longer set,
+   * plaintext while encryption is on, altered) is refused with
+   * `IDEMPOTENCY_RECORD_UNREADABLE`, logged once per route: never replayed as garbage, and the
+   * work, which ran already, is not run again.
+   */
+  async open(claim: Claim, stored: StoredResponse): Promise<ResponseSnapshot> {
+    try {
+      const sealing = this.cipher && { cipher: this.cipher, context: claim.key };
+      const snapshot = decodeResponse(stored, sealing);
+      return isPromise(snapshot) ? await snapshot : snapshot;
+    } catch (error) {
+      this.events.warnOnce(
+        claim.handler,
+        `a stored outcome cannot be read (${describe(error)}); refused with ` +
+          `${IdempotencyErrorCode.RecordUnreadable} (check encryption.keys)`,
+        'unreadable',
+      );
+      throw new IdempotencyRecordUnreadableError({ cause: error });
+    }
+  }
+
+  /** An outcome that could not be worked out (a serializer or encoder threw). */
+  private unserialisable(claim: Claim, error: unknown, release: boolean): Promise<'released'> {
+    const reason = `the response cannot be serialised (${describe(error)})`;
+    return this.notReplayable(claim, 'unserialisable', reason, release);
+  }
+
+  private async write(
+    claim: Claim,
+    response: StoredResponse,
+    write?: CompletionWrite,
+  ): Promise<RecordOutcome> {
+    const { handler, key } = claim;
     let owned: boolean;
     try {
       owned = await (write ?? this.calls.complete.bind(this.calls))(claim, response);
@@ -124,11 +170,6 @@ export class OutcomeRecorder {
         : `${handler}: the handler outlived its lease on ${key}; its response was sent but not stored (fenced)`,
     );
     return 'fenced';
-  }
-
-  /** Reports a stored outcome (after the commit, with a transaction's write). */
-  committed(claim: Claim): void {
-    this.events.emit(claim, 'completed', claim.key);
   }
 
   /**

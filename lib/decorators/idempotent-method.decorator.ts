@@ -1,30 +1,18 @@
 import { Inject } from '@nestjs/common';
-import type {
-  IdempotencyRunKey,
-  IdempotencyRunOptions,
-} from '../interfaces/idempotency-run-options.interface';
+import type { IdempotentMethodOptions } from '../interfaces/idempotency-run-options.interface';
+import { checkMethodOptions } from '../options';
 import { IdempotencyService } from '../services/idempotency.service';
 
 /** The property the decorated class's IdempotencyService is injected into. */
 const SERVICE = Symbol('IdempotencyService');
-
-/** Options of {@link IdempotentMethod}: run()'s, with the key and fingerprint read from the arguments. */
-export interface IdempotentMethodOptions<A extends unknown[]> extends Omit<
-  IdempotencyRunOptions,
-  'fingerprint'
-> {
-  /** The key of a call, from its arguments (a job's id, an event's id...). */
-  key: (...args: A) => IdempotencyRunKey;
-  /** What identifies the work, from the arguments (see {@link IdempotencyRunOptions.fingerprint}). */
-  fingerprint?: (...args: A) => unknown;
-}
 
 /**
  * Makes a method of a provider run once per key, through {@link IdempotencyService.run}: a call
  * whose key ran before returns the stored result without running the method. The scope
  * defaults to `Class.method`. The method must be async (return a promise). The class must be a
  * provider Nest creates (the service is injected into it); the key and fingerprint functions
- * run before anything else, and what they throw is thrown to the caller.
+ * run before anything else, and what they throw is thrown to the caller. Its options are checked
+ * when the class is loaded: an unknown name, or one run() does not take, throws there.
  *
  * @example
  * ```ts
@@ -44,9 +32,10 @@ export function IdempotentMethod<A extends unknown[]>(options: IdempotentMethodO
     descriptor: TypedPropertyDescriptor<M>,
   ): void => {
     const method = descriptor.value;
-    if (typeof method !== 'function' || typeof options?.key !== 'function') {
+    if (typeof method !== 'function') {
       throw new TypeError('@IdempotentMethod() goes on a method, with a `key` function');
     }
+    checkMethodOptions(options);
     Inject(IdempotencyService)(target, SERVICE);
     const { key, fingerprint, scope, ...rest } = options;
     const runScope = scope ?? `${target.constructor.name}.${String(name)}`;

@@ -1,10 +1,11 @@
 import { Reflector } from '@nestjs/core';
 import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import { validateOptions } from '../options/options';
+import { resolveRouteOptions } from '../options';
 
 /**
  * The metadata `@Idempotent()` sets on a handler or controller: its validated options. Kept apart
- * from the decorator, which binds the interceptor, so that the interceptor can read it.
+ * from the decorator, which binds the interceptor, so that the interceptor can read it. Its names
+ * and values are checked when the decorator is evaluated.
  */
 export const IdempotentOptions = Reflector.createDecorator<
   IdempotencyOptions | false,
@@ -12,5 +13,5 @@ export const IdempotentOptions = Reflector.createDecorator<
 >({
   // `@Idempotent(false)` is `@Idempotent({ enabled: false })`.
   transform: (options) =>
-    validateOptions(options === false ? { enabled: false } : { ...options }, '@Idempotent()'),
+    resolveRouteOptions(options === false ? { enabled: false } : { ...options }, '@Idempotent()'),
 });

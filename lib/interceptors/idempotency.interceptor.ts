@@ -16,41 +16,26 @@ import { HttpContextAdapter } from '../adapters/http-context.adapter';
 import { GraphqlContextAdapter } from '../adapters/graphql-context.adapter';
 import { GrpcContextAdapter, grpcPattern } from '../adapters/grpc-context.adapter';
 import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
+import { ClaimCore } from '../core/claim-core';
+import { describe, type EventSource } from '../core/outcome-events';
+import { ownerToken, recordKey, recordScope } from '../core/record-key';
 import {
   IdempotencyError,
   IdempotencyErrorCode,
-  IdempotencyInProgressError,
   IdempotencyKeyMissingError,
-  IdempotencyKeyReusedError,
-  IdempotencyRecordUnreadableError,
-  IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import { createOpenTelemetryMetrics } from '../observability/metrics';
-import {
-  ClaimRequest,
-  ClaimResult,
-  IdempotencyStore,
-  type StoredResponse,
-} from '../stores/idempotency.store';
-import { RecordCipher } from '../utils/encryption';
-import { ownerToken, parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
-import type { ResolvedModuleOptions } from '../options/options';
+import type { ResolvedModuleOptions } from '../options';
+import { IdempotencyStore } from '../stores/idempotency.store';
+import { isPromise } from '../utils/is-promise';
+import { parseIdempotencyKey } from '../utils/key';
 import { principalId, tenantId } from '../utils/principal';
 import { withTimeout } from '../utils/timeout';
-import { decodeResponse, type ResponseSnapshot } from '../utils/response-codec';
 import { ClaimedHandler, type RouteClaim } from './claimed-handler';
-import { describe, type EventSource, OutcomeEvents } from '../core/outcome-events';
-import { OutcomeRecorder } from '../core/outcome-recorder';
-import { OutcomeWaiter } from '../core/outcome-waiter';
-import { isPromise, RequestIdentity } from './request-identity';
+import { RequestIdentity } from './request-identity';
 import { retryAfter, Route, routeIdentity, routeName, RouteResolver } from './route-resolver';
 import { GlobalSerializers } from './serializers';
-import { StoreCalls } from '../core/store-calls';
-
-/** How long a client is told to wait after a store outage, in ms (Retry-After on 503). */
-const STORE_RETRY_AFTER_MS = 1_000;
 
 /** An idempotent route's request, as its events name it. */
 type RouteSource = EventSource & { options: ResolvedIdempotencyOptions; cached: Route | null };
@@ -74,13 +59,9 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
   >;
   private readonly serializers: GlobalSerializers;
   private readonly routes: RouteResolver;
-  private readonly events: OutcomeEvents;
-  private readonly calls: StoreCalls;
-  private readonly waiter: OutcomeWaiter;
-  private readonly recorder: OutcomeRecorder;
+  private readonly core: ClaimCore;
   private readonly identity: RequestIdentity;
   private readonly handlers: ClaimedHandler;
-  private readonly cipher?: RecordCipher;
 
   constructor(
     protected readonly store: IdempotencyStore,
@@ -94,20 +75,9 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
     this.serializers = new GlobalSerializers(moduleRef);
     const isBase = this.constructor === IdempotencyInterceptor;
     this.routes = new RouteResolver(reflector, options, IdempotencyInterceptor, isBase);
-    const metrics = options.metrics === false ? undefined : createOpenTelemetryMetrics();
-    this.events = new OutcomeEvents(this.logger, metrics);
-    this.calls = new StoreCalls(store, this.events, this.logger);
-    if (options.encryption) this.cipher = new RecordCipher(options.encryption);
-    this.waiter = new OutcomeWaiter(this.calls, this.events, this.logger);
-    this.recorder = new OutcomeRecorder(
-      this.serializers,
-      this.calls,
-      this.events,
-      this.logger,
-      this.cipher,
-    );
-    this.identity = new RequestIdentity(this.events);
-    this.handlers = new ClaimedHandler(this.calls, this.recorder, this.logger, moduleRef);
+    this.core = new ClaimCore(store, options, this.logger, moduleRef);
+    this.identity = new RequestIdentity(this.core.events);
+    this.handlers = new ClaimedHandler(this.core, this.serializers);
   }
 
   async intercept(context: ExecutionContext, next: CallHandler): Promise<Observable<unknown>> {
@@ -130,7 +100,7 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
       ? adapter.unsupported(context)
       : `${context.getType()} handlers are not supported yet`;
     if (!adapter || unsupported) {
-      this.events.warnOnce(handler, `@Idempotent() has no effect here: ${unsupported}`);
+      this.core.events.warnOnce(handler, `@Idempotent() has no effect here: ${unsupported}`);
       return next.handle();
     }
     const identity = this.routeOf(context, options, adapter, route);
@@ -154,7 +124,7 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
    * handler). Another instance then serves the retry; a late outcome here is fenced.
    */
   beforeApplicationShutdown(): void {
-    this.calls.close();
+    this.core.close();
   }
 
   /** The route's options (module < controller < method), or undefined when it is not idempotent. */
@@ -206,7 +176,7 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
     if (tenancy !== undefined) return recordScope(route, tenancy, undefined);
     const principal = principalId(this.getAdapter(context)?.principal?.(context), handler);
     if (principal === undefined && ['http', 'graphql'].includes(context.getType())) {
-      this.events.warnOnce(
+      this.core.events.warnOnce(
         handler,
         "no principal (request.user) and no `scope`: every caller shares this route's records " +
           "(a caller can replay another's response). Set `scope`, or `scope: 'public'` for a public endpoint",
@@ -242,7 +212,7 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
   ): void {
     const { code } = error;
     if (code === IdempotencyErrorCode.KeyMissing || code === IdempotencyErrorCode.KeyInvalid) {
-      this.events.emit(source, 'rejected', undefined, error);
+      this.core.events.emit(source, 'rejected', undefined, error);
     }
     try {
       source.options.onReject?.(context, error);
@@ -263,7 +233,7 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
     if (isPromise(raw)) raw = await raw;
     if (raw === undefined || raw === null) {
       if (options.required) throw new IdempotencyKeyMissingError(options.headerName);
-      this.events.emit(source, 'bypassed');
+      this.core.events.emit(source, 'bypassed');
       return unmarkAfter(this.handlers.unclaimed(next, options), done);
     }
     // Only the HTTP header is an RFC 8941 structured field; other keys are taken as they are.
@@ -277,73 +247,25 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
       key: recordKey(options.keyPrefix, scope, key),
       token: ownerToken(),
     };
-    let hash = this.identity.fingerprint(context, adapter, options, handler);
-    if (isPromise(hash)) hash = await hash;
-    const request: ClaimRequest = {
-      token: claim.token,
-      fingerprint: hash,
-      leaseMs: options.lockTtl,
-    };
-
-    let result: ClaimResult;
-    try {
-      result = await this.calls.claim(claim, request);
-    } catch (error) {
-      this.events.emit(claim, 'store_error', claim.key, error);
-      if (options.failOpen) {
-        this.logger.warn(
-          `${handler}: store failed (${describe(error)}); running unprotected (failOpen)`,
-        );
-        return unmarkAfter(this.handlers.unclaimed(next, options), done);
-      }
-      this.logger.error(`${handler}: store failed (${describe(error)}); answering 503`);
-      throw new IdempotencyStoreUnavailableError(STORE_RETRY_AFTER_MS, { cause: error });
+    let fingerprint = this.identity.fingerprint(context, adapter, options, handler);
+    if (isPromise(fingerprint)) fingerprint = await fingerprint;
+    const request = { token: claim.token, fingerprint, leaseMs: options.lockTtl };
+    const answer = await this.core.claim(claim, request, (ms) => retryAfter(claim.cached, ms));
+    if (answer.status === 'unprotected') {
+      return unmarkAfter(this.handlers.unclaimed(next, options), done);
     }
-    if (result.status === 'in_progress' && options.onConflict === 'wait') {
-      result = await this.waiter.wait(claim, request, result);
-    }
-
     // An outer retry may have answered this request with an error before: drop its headers.
-    if (result.status === 'completed' || result.status === 'claimed') adapter.reset?.(context);
-    switch (result.status) {
-      case 'completed': {
-        done(); // the handler never runs, nor do the interceptors inside this one
-        const snapshot = await this.decode(claim, result.response);
-        this.events.emit(claim, 'replayed', claim.key);
-        options.onReplay?.(context);
-        return this.serializers.passThrough(context, adapter.replay(context, snapshot, options));
-      }
-      case 'in_progress':
-        this.events.emit(claim, 'conflict', claim.key);
-        throw new IdempotencyInProgressError(retryAfter(claim.cached, result.retryAfterMs));
-      case 'key_reused':
-        this.events.emit(claim, 'key_reused', claim.key);
-        throw new IdempotencyKeyReusedError();
+    adapter.reset?.(context);
+    if (answer.status === 'completed') {
+      done(); // the handler never runs, nor do the interceptors inside this one
+      options.onReplay?.(context);
+      return this.serializers.passThrough(
+        context,
+        adapter.replay(context, answer.snapshot, options),
+      );
     }
-    this.events.emit(claim, 'claimed', claim.key);
     adapter.outcome?.(context, 'first-run', options);
     return this.handlers.run(context, next, adapter, claim, done);
-  }
-
-  /**
-   * A stored outcome, opened and decoded. One that cannot be (sealed with a key no longer set,
-   * plaintext while encryption is on, altered) is answered with 500, logged once per route:
-   * never replayed as garbage, and the handler, which ran already, is not run again.
-   */
-  private async decode(claim: RouteClaim, stored: StoredResponse): Promise<ResponseSnapshot> {
-    try {
-      const sealing = this.cipher && { cipher: this.cipher, context: claim.key };
-      const snapshot = decodeResponse(stored, sealing);
-      return isPromise(snapshot) ? await snapshot : snapshot;
-    } catch (error) {
-      this.events.warnOnce(
-        claim.handler,
-        `a stored outcome cannot be read (${describe(error)}); answering 500 ` +
-          `${IdempotencyErrorCode.RecordUnreadable} (check encryption.keys)`,
-        'unreadable',
-      );
-      throw new IdempotencyRecordUnreadableError({ cause: error });
-    }
   }
 }
 

@@ -8,6 +8,7 @@ import type {
 import { fingerprint } from '../utils/fingerprint';
 import { withTimeout } from '../utils/timeout';
 import { describe, type OutcomeEvents } from '../core/outcome-events';
+import { isPromise } from '../utils/is-promise';
 
 /** The most a route's own fingerprint may hash, in characters of its canonical form (1 MiB). */
 const MAX_CUSTOM_FINGERPRINT = 1024 * 1024;
@@ -82,13 +83,4 @@ export class RequestIdentity {
       return refuse(error);
     }
   }
-}
-
-/**
- * Whether a value is a promise (an async function's result, a decompression's) the caller then
- * awaits. A thenable, not `instanceof Promise`: promises from another realm (Node's internals
- * under a test runner's VM context) or library, are promises too.
- */
-export function isPromise<T>(value: T | PromiseLike<T>): value is PromiseLike<T> {
-  return typeof (value as { then?: unknown } | null | undefined)?.then === 'function';
 }

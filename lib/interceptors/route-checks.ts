@@ -4,8 +4,8 @@ import { grpcPattern } from '../adapters/grpc-context.adapter';
 import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import { preparePropagation } from '../propagation/install';
 import { PATTERN_METADATA, RESOLVER_TYPE_METADATA, respondsItself } from '../utils/nest-metadata';
-import type { ResolvedModuleOptions } from '../options/options';
-import { assertTransactionalReady } from './claimed-handler';
+import type { ResolvedModuleOptions } from '../options';
+import { assertTransactionalReady } from '../core/transactions';
 import { controllers } from './outermost';
 import { routeName, routeOptions, staticIdentity } from './route-resolver';
 

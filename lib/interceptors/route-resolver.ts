@@ -11,7 +11,7 @@ import {
   PATTERN_METADATA,
   VERSION_METADATA,
 } from '../utils/nest-metadata';
-import { mergeOptions, type ResolvedModuleOptions } from '../options/options';
+import { mergeOptions, type ResolvedModuleOptions } from '../options';
 
 /** What the interceptor works out once per route. */
 export interface Route {

@@ -58,3 +58,14 @@ export interface IdempotencyRunOptions {
    */
   transactional?: boolean | { connectionName?: string };
 }
+
+/** Options of `@IdempotentMethod()`: run()'s, with the key and fingerprint read from the arguments. */
+export interface IdempotentMethodOptions<A extends unknown[]> extends Omit<
+  IdempotencyRunOptions,
+  'fingerprint'
+> {
+  /** The key of a call, from its arguments (a job's id, an event's id...). */
+  key: (...args: A) => IdempotencyRunKey;
+  /** What identifies the work, from the arguments (see {@link IdempotencyRunOptions.fingerprint}). */
+  fingerprint?: (...args: A) => unknown;
+}

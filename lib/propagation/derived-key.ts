@@ -23,9 +23,6 @@ export interface DerivationSettings {
 
 const claims = new AsyncLocalStorage<ClaimContext>();
 
-/** Shortest secret accepted, in bytes: HMAC-SHA-256 gains nothing from more than 32. */
-export const MIN_SECRET_BYTES = 32;
-
 /** Tells the derivation apart from any other use of the same secret. */
 const DOMAIN = 'nestjs-idempotency derived key v1';
 
@@ -117,22 +114,4 @@ export function deriveKey(secret: string | Buffer, recordKey: string, label: str
   return createHmac('sha256', secret)
     .update(`${DOMAIN}\0${recordKey}\0${label}`)
     .digest('base64url');
-}
-
-/**
- * Why `secret` cannot be a key derivation secret, or undefined when it can: a string or Buffer
- * of at least {@link MIN_SECRET_BYTES} bytes.
- */
-export function secretProblem(secret: unknown): string | undefined {
-  if (typeof secret !== 'string' && !Buffer.isBuffer(secret)) {
-    return `keyDerivationSecret must be a string or a Buffer, got ${typeof secret}`;
-  }
-  const bytes = typeof secret === 'string' ? Buffer.byteLength(secret) : secret.length;
-  if (bytes < MIN_SECRET_BYTES) {
-    return (
-      `keyDerivationSecret must be at least ${MIN_SECRET_BYTES} bytes (got ${bytes}): ` +
-      'e.g. 32 random bytes in base64 (openssl rand -base64 32), kept with your other secrets'
-    );
-  }
-  return undefined;
 }

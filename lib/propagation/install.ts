@@ -1,8 +1,7 @@
 import type { ModulesContainer } from '@nestjs/core';
-import type { ResolvedModuleOptions } from '../options/options';
+import { secretProblem, type ResolvedModuleOptions } from '../options';
 import { propagateThroughHttpServices } from './axios';
 import { propagateThroughClientProxy } from './client-proxy';
-import { secretProblem } from './derived-key';
 import { propagateThroughFetch } from './fetch';
 
 /**

@@ -8,8 +8,9 @@ import {
 import { describe } from '../core/outcome-events';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import { IdempotencyStore } from '../stores/idempotency.store';
-import { parseIdempotencyKey, recordKey, recordScope } from '../utils/key';
-import type { ResolvedModuleOptions } from '../options/options';
+import { recordKey, recordScope } from '../core/record-key';
+import { parseIdempotencyKey } from '../utils/key';
+import type { ResolvedModuleOptions } from '../options';
 import { principalId, tenantId } from '../utils/principal';
 import { describeMeta } from '../utils/response-codec';
 import { withTimeout } from '../utils/timeout';

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-options.interface';
-import type { ResolvedModuleOptions } from '../options/options';
+import type { ResolvedModuleOptions } from '../options';
 import type { IdempotencyStore } from './idempotency.store';
 import { MemoryIdempotencyStore } from './memory/memory-idempotency.store';
 import { checkMysqlOption } from './mysql/mysql-options';

@@ -9,7 +9,7 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import { HTTP_CODE_METADATA, METHOD_METADATA } from '../utils/nest-metadata';
-import { DEFAULT_OPTIONS, mergeOptions } from '../options/options';
+import { DEFAULT_OPTIONS, mergeOptions } from '../options';
 
 /**
  * Settings {@link ApiIdempotent} documents. They stand in for the module's `forRoot()` options,

@@ -9,6 +9,7 @@ import type {
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { storeHealthDetails } from '../stores/store-hooks';
 import { parseDuration } from '../options/duration';
+import { unknownOptionProblem } from '../options/option-names';
 import { withTimeout } from '../utils/timeout';
 
 /** Options of {@link IdempotencyHealthIndicator.pingCheck}. */
@@ -19,6 +20,12 @@ export interface IdempotencyPingCheckOptions {
    */
   timeout?: IdempotencyDuration;
 }
+
+/** The names {@link IdempotencyPingCheckOptions} takes, kept complete by the compiler. */
+const PING_CHECK_OPTIONS = Object.keys({ timeout: true } satisfies Record<
+  keyof IdempotencyPingCheckOptions,
+  true
+>);
 
 /**
  * How long the health record lives if its release never arrives, in milliseconds: the key frees
@@ -66,6 +73,9 @@ export class IdempotencyHealthIndicator {
     options: IdempotencyPingCheckOptions = {},
   ): Promise<HealthIndicatorResult<Key>> {
     const indicator = this.health.check(key);
+    // A misspelt `timeout` would silently keep the default, as an invalid one would not.
+    const problem = unknownOptionProblem(options, PING_CHECK_OPTIONS);
+    if (problem) throw new TypeError(`pingCheck: ${problem}`);
     const timeout = parseDuration(options.timeout ?? 1_000, 'pingCheck timeout');
     try {
       const [, details] = await withTimeout(

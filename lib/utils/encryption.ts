@@ -9,42 +9,14 @@ import {
 } from 'node:crypto';
 import type { IdempotencyEncryptionOptions } from '../interfaces/idempotency-options.interface';
 import type { StoredResponse } from '../stores/idempotency.store';
+import { ENCRYPTION_KEY_BYTES } from '../options/secrets';
 
-/** Bytes of an AES-256 key. */
-const KEY_BYTES = 32;
-/** Shortest secret string taken as a key (HKDF cannot add entropy a short one lacks). */
-const MIN_SECRET_CHARS = 32;
 /** GCM's recommended nonce and its full tag, in bytes. */
 const IV_BYTES = 12;
 const TAG_BYTES = 16;
 /** HKDF salt and info: a key derived here is never the same as one derived for another use. */
 const HKDF_SALT = 'nestjs-idempotency';
 const HKDF_INFO = 'record encryption v1';
-
-/** Why `encryption` is not usable, or undefined when it is (checked at boot). */
-export function checkEncryptionOption(encryption: unknown): string | undefined {
-  const keys = (encryption as { keys?: unknown } | null)?.keys;
-  if (typeof encryption !== 'object' || encryption === null || !Array.isArray(keys)) {
-    return 'encryption must be { keys: [currentKey, ...previousKeys] }';
-  }
-  if (keys.length === 0) {
-    return 'encryption.keys is empty: give at least one key (the first seals new records)';
-  }
-  for (const [i, key] of keys.entries()) {
-    if (Buffer.isBuffer(key)) {
-      if (key.length !== KEY_BYTES) {
-        return `encryption.keys[${i}] is a Buffer of ${key.length} bytes; AES-256 needs exactly ${KEY_BYTES} (crypto.randomBytes(32))`;
-      }
-    } else if (typeof key === 'string') {
-      if (key.length < MIN_SECRET_CHARS) {
-        return `encryption.keys[${i}] is a string of ${key.length} characters; use at least ${MIN_SECRET_CHARS} (openssl rand -base64 32)`;
-      }
-    } else {
-      return `encryption.keys[${i}] must be a 32-byte Buffer or a string of at least ${MIN_SECRET_CHARS} characters, got ${typeof key}`;
-    }
-  }
-  return undefined;
-}
 
 /** A key ready to use: the AES key and the short id records name it by. */
 interface RecordKey {
@@ -67,7 +39,7 @@ export class RecordCipher {
     this.keys = options.keys.map((secret) => {
       const bytes = Buffer.isBuffer(secret)
         ? secret
-        : Buffer.from(hkdfSync('sha256', secret, HKDF_SALT, HKDF_INFO, KEY_BYTES));
+        : Buffer.from(hkdfSync('sha256', secret, HKDF_SALT, HKDF_INFO, ENCRYPTION_KEY_BYTES));
       // An id, not the key: an HMAC of a fixed label, 8 hex digits.
       const id = createHmac('sha256', bytes).update('key id').digest('hex').slice(0, 8);
       return { id, key: createSecretKey(bytes) };

@@ -1,4 +1,4 @@
-import { randomBytes, hash as sha256 } from 'node:crypto';
+import { hash as sha256 } from 'node:crypto';
 import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 
 /** Printable ASCII (space to tilde): what an RFC 8941 sf-string may hold. */
@@ -103,14 +103,6 @@ function readString(text: string, start: number): [string, number] {
   throw invalid('The quoted idempotency key has no closing quote.');
 }
 
-/**
- * SHA-256 of the parts in base64url, cut to 22 characters (132 bits): short and safe in a key
- * name, and collisions stay out of reach (2^66 work even for chosen inputs).
- */
-export function hash(...parts: string[]): string {
-  return digest(parts.join('\0') + '\0');
-}
-
 /** A byte UTF-8 never holds: it sets apart the hashes of text that UTF-8 cannot encode. */
 const NOT_UTF8 = Buffer.from([0xff]);
 
@@ -126,40 +118,4 @@ export function digest(text: string): string {
     ? text
     : Buffer.concat([NOT_UTF8, Buffer.from(text, 'utf16le')]);
   return sha256('sha256', input, 'base64url').slice(0, 22);
-}
-
-/**
- * What a record key is scoped to: the route's identity, then the record's owner: the tenant a
- * `scope` function returned (`tenantId`), else the principal's id (`principalId`), else nobody
- * (every caller of the route shares it).
- */
-export function recordScope(
-  route: string,
-  tenant: string | undefined,
-  principal: string | undefined,
-): string {
-  if (tenant !== undefined) return `${route}\0t:${tenant}`;
-  return principal === undefined ? route : `${route}\0u:${principal}`;
-}
-
-/**
- * The store key of a record. The client's key is hashed together with its scope (handler, tenant),
- * so raw client input never reaches a key name and one key used on two endpoints never collides.
- * The hash sits in a `{hash tag}`, so every key of one record maps to one Cluster slot.
- */
-export function recordKey(prefix: string, scope: string, key: string): string {
-  return `${prefix}{${hash(scope, key)}}`;
-}
-
-/** This process's part of every owner token: 96 random bits. */
-const TOKEN_PREFIX = randomBytes(12).toString('base64url');
-let tokens = 0;
-
-/**
- * A new owner token: this process's random prefix and a counter, so tokens are unique across
- * processes and restarts without a random draw per request. A token fences a claim; it is never
- * sent to a client.
- */
-export function ownerToken(): string {
-  return TOKEN_PREFIX + (++tokens).toString(36);
 }

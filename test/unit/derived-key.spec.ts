@@ -1,8 +1,9 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { derivedIdempotencyKey, tryDerivedIdempotencyKey } from '../../lib';
 import { resolveModuleOptions } from '../../lib/options/options';
 import { deriveKey, inClaimContext, propagatedKey } from '../../lib/propagation/derived-key';
-import { hash, recordKey } from '../../lib/utils/key';
+import { recordKey } from '../../lib/core/record-key';
+import { digest } from '../../lib/utils/key';
 
 const SECRET = 'a-test-secret-of-at-least-32-bytes!!';
 const record = recordKey('idempotency:', 'POST /payments\0u:42', 'client-key-1');
@@ -49,7 +50,7 @@ describe('derivedIdempotencyKey', () => {
     const key = inClaim(() => derivedIdempotencyKey('charge'));
     const visible = [
       clientKey,
-      hash('POST /payments\0u:42', clientKey),
+      digest(`POST /payments\0u:42\0${clientKey}\0`),
       record,
       createHash('sha256').update(clientKey).digest('base64url'),
     ];
@@ -118,7 +119,7 @@ describe('keyDerivationSecret validation', () => {
   });
 
   it('accepts 32 bytes, and propagateKeys only as a boolean', () => {
-    expect(() => resolveModuleOptions({ keyDerivationSecret: Buffer.alloc(32) })).not.toThrow();
+    expect(() => resolveModuleOptions({ keyDerivationSecret: randomBytes(32) })).not.toThrow();
     expect(() => resolveModuleOptions({ propagateKeys: 'yes' as never })).toThrow(
       /propagateKeys must be a boolean/,
     );

@@ -4,7 +4,7 @@ import {
 } from '../../lib/errors/idempotency.errors';
 import { IdempotencyService } from '../../lib/services/idempotency.service';
 import { MemoryIdempotencyStore } from '../../lib/stores/memory/memory-idempotency.store';
-import { recordKey } from '../../lib/utils/key';
+import { recordKey } from '../../lib/core/record-key';
 import { resolveModuleOptions } from '../../lib/options/options';
 
 function service(options = {}) {
@@ -65,5 +65,26 @@ describe('IdempotencyService.run() (pure logic, memory store)', () => {
     await expect(run.run('k', fn)).resolves.toBe(cyclic);
     await expect(run.run('k', fn)).resolves.toBe(cyclic);
     expect(runs).toBe(2);
+  });
+
+  it("never hands one scope and key another's result, whatever text they hold (NUL included)", async () => {
+    const { run } = service();
+    const fnA = jest.fn(async () => 'A');
+    const fnB = jest.fn(async () => 'B');
+    await expect(run.run('c', fnA, { scope: 'tenant\0b' })).resolves.toBe('A');
+    await expect(run.run('b\0c', fnB, { scope: 'tenant' })).resolves.toBe('B');
+    expect(fnB).toHaveBeenCalledTimes(1);
+  });
+
+  it('rejects a misspelt option before fn runs, naming the option it meant', async () => {
+    const { store, run } = service();
+    const claim = jest.spyOn(store, 'claim');
+    const fn = jest.fn(async () => 1);
+    const options = { scpoe: 'orders' } as unknown as { scope: string };
+    await expect(run.run('k', fn, options)).rejects.toThrow(
+      'IdempotencyService.run: unknown option `scpoe` (did you mean `scope`?)',
+    );
+    expect(claim).not.toHaveBeenCalled();
+    expect(fn).not.toHaveBeenCalled();
   });
 });

@@ -1,0 +1,260 @@
+import type { Logger } from '@nestjs/common';
+import type { ModuleRef } from '@nestjs/core';
+import {
+  type IdempotencyError,
+  IdempotencyInProgressError,
+  IdempotencyKeyReusedError,
+  IdempotencyStoreUnavailableError,
+} from '../errors/idempotency.errors';
+import { createOpenTelemetryMetrics } from '../observability/metrics';
+import type { ResolvedModuleOptions } from '../options';
+import { runClaimed } from '../propagation/run-claimed';
+import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
+import { RecordCipher } from '../utils/encryption';
+import type { ResponseSnapshot } from '../utils/response-codec';
+import { describe, OutcomeEvents } from './outcome-events';
+import { type Captured, type ErrorCapture, OutcomeRecorder } from './outcome-recorder';
+import { OutcomeWaiter } from './outcome-waiter';
+import { type Claim, StoreCalls } from './store-calls';
+import { type TransactionalOption, Transactions } from './transactions';
+
+/**
+ * How long a caller is told to wait, in ms (Retry-After), after a store outage, or after its
+ * transaction was rolled back because the store failed or another request took its key over.
+ */
+export const RETRY_AFTER_MS = 1_000;
+
+/** What a claim gives its caller to do. */
+export type ClaimAnswer =
+  /** The caller owns the key: run the work through {@link ClaimCore.execute}. */
+  | { status: 'claimed' }
+  /** The key completed before: replay this outcome instead of running the work. */
+  | { status: 'completed'; snapshot: ResponseSnapshot }
+  /** The store failed and the route is `failOpen`: run the work unprotected. */
+  | { status: 'unprotected' };
+
+/** The work a claim protects, as an entry point (route, `run()`) describes it to the core. */
+export interface ClaimedWork<T> extends ErrorCapture {
+  /** Runs the handler or function; called once, in the claim's async context. */
+  run(): Promise<T>;
+  /** What to store of its result (may throw, or say why it cannot be stored). */
+  capture(result: T): Captured | Promise<Captured>;
+  /** What this entry point throws for a refusal (an HttpException, a GraphQLError...). */
+  refuse(error: IdempotencyError): Error;
+  /** Called once the work settled, before its outcome is recorded. */
+  settled?(): void;
+  /** What the work produced was rolled back with its transaction: none of it may be sent. */
+  rolledBack?(): void;
+  /**
+   * Whether an error leaves the work running (a timeout interceptor gave up waiting for it): the
+   * claim is then kept until its lease runs out rather than released, so a retry cannot run the
+   * work a second time alongside it.
+   */
+  keepsClaim?(error: unknown): boolean;
+}
+
+/** Thrown inside the app's transaction to roll it back; never leaves this file. */
+class RollBack extends Error {
+  /**
+   * @param answer what the caller gets instead
+   * @param release whether to give the claim up after the rollback (not when it was fenced:
+   *   the key is another request's then)
+   */
+  constructor(
+    readonly answer: Error,
+    readonly release: boolean,
+  ) {
+    super('rolled back');
+  }
+}
+
+/** The error a transactional run whose outcome cannot be stored fails with (500 on HTTP). */
+class NotStoredError extends Error {
+  constructor(handler: string) {
+    super(
+      `${handler}: the outcome cannot be stored (see the warning logged), so the transaction ` +
+        'was rolled back rather than committed without a record a retry would find',
+    );
+  }
+}
+
+/**
+ * The claim path every entry point shares (`@Idempotent()` routes, resolvers, gRPC methods and
+ * message handlers through the interceptor; `IdempotencyService.run()` and
+ * `@IdempotentMethod()`): claim the key in one store round trip, wait or refuse while another
+ * holds it, open a stored outcome; run the work under the claim (lease renewed, async context
+ * for derived keys, in the app's transaction with `transactional`), then store its outcome,
+ * fenced by the owner token, or release the claim. Exactly one of complete and release happens.
+ */
+export class ClaimCore {
+  readonly events: OutcomeEvents;
+  readonly calls: StoreCalls;
+  readonly recorder: OutcomeRecorder;
+  private readonly waiter: OutcomeWaiter;
+  private readonly transactions: Transactions;
+
+  constructor(
+    store: IdempotencyStore,
+    options: Pick<ResolvedModuleOptions, 'encryption' | 'metrics'>,
+    private readonly logger: Logger,
+    moduleRef?: ModuleRef,
+  ) {
+    const metrics = options.metrics === false ? undefined : createOpenTelemetryMetrics();
+    this.events = new OutcomeEvents(logger, metrics);
+    this.calls = new StoreCalls(store, this.events, logger);
+    this.waiter = new OutcomeWaiter(this.calls, this.events, logger);
+    const cipher = options.encryption ? new RecordCipher(options.encryption) : undefined;
+    this.recorder = new OutcomeRecorder(this.calls, this.events, logger, cipher);
+    this.transactions = new Transactions(moduleRef);
+  }
+
+  /**
+   * Claims the key of `claim`. A duplicate still in progress waits (`onConflict: 'wait'`) or is
+   * refused; so is a key reused with another fingerprint, and a store outage (fail closed)
+   * unless the route is `failOpen`.
+   *
+   * @param retryAfter how long a refused duplicate is told to wait, from the holder's lease left
+   * @throws IdempotencyInProgressError, IdempotencyKeyReusedError,
+   *   IdempotencyStoreUnavailableError, IdempotencyRecordUnreadableError
+   */
+  async claim(
+    claim: Claim,
+    request: ClaimRequest,
+    retryAfter: (leaseLeftMs: number) => number = (ms) => ms,
+  ): Promise<ClaimAnswer> {
+    const { options, handler } = claim;
+    let result: ClaimResult;
+    try {
+      result = await this.calls.claim(claim, request);
+    } catch (error) {
+      this.events.emit(claim, 'store_error', claim.key, error);
+      if (options.failOpen) {
+        this.logger.warn(
+          `${handler}: store failed (${describe(error)}); running unprotected (failOpen)`,
+        );
+        return { status: 'unprotected' };
+      }
+      this.logger.error(`${handler}: store failed (${describe(error)}); answering 503`);
+      throw new IdempotencyStoreUnavailableError(RETRY_AFTER_MS, { cause: error });
+    }
+    if (result.status === 'in_progress' && options.onConflict === 'wait') {
+      result = await this.waiter.wait(claim, request, result);
+    }
+    switch (result.status) {
+      case 'completed': {
+        const snapshot = await this.recorder.open(claim, result.response);
+        this.events.emit(claim, 'replayed', claim.key);
+        return { status: 'completed', snapshot };
+      }
+      case 'in_progress':
+        this.events.emit(claim, 'conflict', claim.key);
+        throw new IdempotencyInProgressError(retryAfter(result.retryAfterMs));
+      case 'key_reused':
+        this.events.emit(claim, 'key_reused', claim.key);
+        throw new IdempotencyKeyReusedError();
+    }
+    this.events.emit(claim, 'claimed', claim.key);
+    return { status: 'claimed' };
+  }
+
+  /**
+   * Runs the work under its claim and records its outcome. The lease is renewed until the
+   * outcome is stored or released, not only while the work runs: with a slow completion write,
+   * a lapsed lease would let a duplicate run it again. Resolves with the work's result once the
+   * outcome is recorded (committed, with `transactional`), or rejects with what the caller
+   * answers: the work's error, or why its transaction was rolled back.
+   */
+  async execute<T>(claim: Claim, work: ClaimedWork<T>): Promise<T> {
+    const stopHeartbeat = this.calls.heartbeat(claim);
+    try {
+      return await this.settle(claim, work);
+    } finally {
+      stopHeartbeat();
+    }
+  }
+
+  /**
+   * Runs work that has no claim (no key, or `failOpen` with the store down): in the app's
+   * transaction all the same on a `transactional` route, so a caller cannot opt out of it.
+   */
+  unclaimed<T>(transactional: false | TransactionalOption, run: () => Promise<T>): Promise<T> {
+    return transactional ? this.transactions.host(transactional).withTransaction(run) : run();
+  }
+
+  /** Stops renewing leases (application shutdown; see {@link StoreCalls.close}). */
+  close(): void {
+    this.calls.close();
+  }
+
+  private async settle<T>(claim: Claim, work: ClaimedWork<T>): Promise<T> {
+    let running = true;
+    /** The work settled (or its transaction failed to begin): once, whichever path. */
+    const ran = () => {
+      if (!running) return;
+      running = false;
+      work.settled?.();
+    };
+    const attempt = async (): Promise<T> => {
+      try {
+        // In the claim's async context: derivedIdempotencyKey() and propagateKeys work in it.
+        return await runClaimed(claim.key, claim.options, () => work.run());
+      } finally {
+        ran();
+      }
+    };
+    const { transactional } = claim.options;
+    try {
+      if (!transactional) {
+        const result = await attempt();
+        await this.recorder.success(claim, () => work.capture(result));
+        return result;
+      }
+      // The completion is written through the app's transaction, fenced by the owner token:
+      // the work's writes and the record commit together, or roll back together.
+      const host = this.transactions.host(transactional);
+      const result = await host.withTransaction(async () => {
+        const result = await attempt();
+        const outcome = await this.recorder
+          .success(
+            claim,
+            () => work.capture(result),
+            (owner, response) => this.calls.completeInTransaction(host.tx, owner, response),
+          )
+          .catch((error: unknown) => {
+            const unavailable = new IdempotencyStoreUnavailableError(RETRY_AFTER_MS, {
+              cause: error,
+            });
+            throw new RollBack(work.refuse(unavailable), true);
+          });
+        if (outcome === 'fenced') {
+          // Another request took the key over: a retry gets its outcome.
+          const busy = new IdempotencyInProgressError(RETRY_AFTER_MS);
+          throw new RollBack(work.refuse(busy), false);
+        }
+        // Committed without a record, a retry would run it again: roll back instead.
+        if (outcome === 'released') throw new RollBack(new NotStoredError(claim.handler), true);
+        return result;
+      });
+      this.recorder.committed(claim);
+      return result;
+    } catch (error) {
+      ran();
+      if (error instanceof RollBack) {
+        work.rolledBack?.();
+        if (error.release) await this.calls.release(claim, error.answer);
+        throw error.answer;
+      }
+      if (work.keepsClaim?.(error)) {
+        this.logger.warn(
+          `${claim.handler}: timed out; ${claim.key} stays claimed until its lease runs out`,
+        );
+        throw error;
+      }
+      // An error the route stores (`storeErrors`) is an outcome; any other frees the key.
+      if (!(await this.recorder.error(claim, error, work))) {
+        await this.calls.release(claim, error);
+      }
+      throw error;
+    }
+  }
+}

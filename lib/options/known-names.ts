@@ -1,0 +1,196 @@
+import type { ConfigurableModuleAsyncOptions } from '@nestjs/common';
+import type {
+  IdempotencyModuleExtras,
+  IdempotencyModuleOptions,
+  IdempotencyOptions,
+} from '../interfaces/idempotency-options.interface';
+import type {
+  IdempotencyRunOptions,
+  IdempotentMethodOptions,
+} from '../interfaces/idempotency-run-options.interface';
+import { unknownOptionProblem } from './option-names';
+
+/**
+ * The names of `T`, from an object that must name each of them once: the compiler refuses a
+ * missing name and an extra one, so adding an option to an interface without adding it here
+ * fails the build instead of refusing the new option at boot.
+ */
+function namesOf<T>(names: Record<keyof T, unknown>): string[] {
+  return Object.keys(names);
+}
+
+/** Where each kind of option goes, as `unknownOptionProblem` completes "set it in ...". */
+const FOR_ROOT = 'IdempotencyModule.forRoot()';
+const RUN_FROM_MODULE = "IdempotencyModule.forRoot() (run() takes the module's)";
+const ASYNC_OWN = "IdempotencyModule.forRootAsync()'s own options, beside useFactory";
+const FACTORY = 'what the forRootAsync() factory returns';
+const ROUTE = '@Idempotent() on a route (run() has no request)';
+
+/** Options of `@Idempotent()`: the route options. */
+const ROUTE_NAMES = namesOf<IdempotencyOptions>({
+  enabled: true,
+  headerName: true,
+  ttl: true,
+  lockTtl: true,
+  maxLockHold: true,
+  required: true,
+  fingerprint: true,
+  failOpen: true,
+  key: true,
+  keySpace: true,
+  scope: true,
+  onReplay: true,
+  onReject: true,
+  storeErrors: true,
+  transactional: true,
+  statusHeader: true,
+  replayHeaders: true,
+  maxResponseBytes: true,
+  maxKeyLength: true,
+  keyPrefix: true,
+  storeTimeout: true,
+  onConflict: true,
+  waitTimeout: true,
+  compression: true,
+  problemDetails: true,
+  propagateKeys: true,
+});
+
+/** Options only the module takes: the store, listeners, secrets. */
+const MODULE_ONLY_NAMES = namesOf<Omit<IdempotencyModuleOptions, keyof IdempotencyOptions>>({
+  redis: true,
+  postgres: true,
+  mysql: true,
+  store: true,
+  encryption: true,
+  allowInMemoryStorage: true,
+  onEvent: true,
+  metrics: true,
+  keyDerivationSecret: true,
+});
+
+/** What shapes the module itself, in `forRoot()` and beside `forRootAsync()`'s factory. */
+const EXTRA_NAMES = namesOf<IdempotencyModuleExtras>({ isGlobal: true, globalInterceptor: 1 });
+
+/** `forRootAsync()`'s own names, besides the extras. */
+const ASYNC_NAMES = namesOf<
+  ConfigurableModuleAsyncOptions<IdempotencyModuleOptions, 'createIdempotencyOptions'>
+>({
+  imports: true,
+  useExisting: true,
+  useClass: true,
+  useFactory: true,
+  inject: true,
+  provideInjectionTokensFrom: true,
+});
+
+/** Options of `IdempotencyService.run()`. */
+const RUN_NAMES = namesOf<IdempotencyRunOptions>({
+  scope: true,
+  fingerprint: true,
+  onConflict: true,
+  waitTimeout: true,
+  lockTtl: true,
+  ttl: true,
+  storeErrors: true,
+  transactional: true,
+});
+
+/**
+ * Where each route option run() does not take goes: the module's options for those run() reads
+ * from them, `@Idempotent()` for those only a request has a use for. Typed over every such name,
+ * so a new route option must be placed here.
+ */
+const RUN_ELSEWHERE: Record<
+  Exclude<keyof IdempotencyOptions, keyof IdempotencyRunOptions>,
+  string
+> = {
+  maxLockHold: RUN_FROM_MODULE,
+  maxResponseBytes: RUN_FROM_MODULE,
+  maxKeyLength: RUN_FROM_MODULE,
+  keyPrefix: RUN_FROM_MODULE,
+  storeTimeout: RUN_FROM_MODULE,
+  compression: RUN_FROM_MODULE,
+  propagateKeys: RUN_FROM_MODULE,
+  enabled: ROUTE,
+  headerName: ROUTE,
+  required: ROUTE,
+  failOpen: ROUTE,
+  key: ROUTE,
+  keySpace: ROUTE,
+  onReplay: ROUTE,
+  onReject: ROUTE,
+  statusHeader: ROUTE,
+  replayHeaders: ROUTE,
+  problemDetails: ROUTE,
+};
+
+const placed = (names: readonly string[], place: string): Record<string, string> =>
+  Object.fromEntries(names.map((name) => [name, place]));
+
+/**
+ * The names each place takes (`known`) and the names that belong at another level with where
+ * they go (`elsewhere`), as {@link unknownOptionProblem} takes them.
+ */
+export interface OptionNames {
+  readonly known: readonly string[];
+  readonly elsewhere: Readonly<Record<string, string>>;
+}
+
+/** `@Idempotent({...})`. */
+export const ROUTE_OPTION_NAMES: OptionNames = {
+  known: ROUTE_NAMES,
+  elsewhere: placed([...MODULE_ONLY_NAMES, ...EXTRA_NAMES], FOR_ROOT),
+};
+
+/** `IdempotencyModule.forRoot({...})`: the module options and the extras. */
+export const ROOT_OPTION_NAMES: OptionNames = {
+  known: [...ROUTE_NAMES, ...MODULE_ONLY_NAMES, ...EXTRA_NAMES],
+  elsewhere: placed(ASYNC_NAMES, 'IdempotencyModule.forRootAsync()'),
+};
+
+/** What a `forRootAsync()` factory (or `useClass` / `useExisting`) returns: the module options. */
+export const FACTORY_OPTION_NAMES: OptionNames = {
+  known: [...ROUTE_NAMES, ...MODULE_ONLY_NAMES],
+  elsewhere: placed([...EXTRA_NAMES, ...ASYNC_NAMES], ASYNC_OWN),
+};
+
+/** `IdempotencyModule.forRootAsync({...})` itself. */
+export const ASYNC_OPTION_NAMES: OptionNames = {
+  known: [...ASYNC_NAMES, ...EXTRA_NAMES],
+  elsewhere: placed([...ROUTE_NAMES, ...MODULE_ONLY_NAMES], FACTORY),
+};
+
+/** `IdempotencyService.run(key, fn, {...})`. */
+export const RUN_OPTION_NAMES: OptionNames = {
+  known: RUN_NAMES,
+  elsewhere: {
+    ...RUN_ELSEWHERE,
+    ...placed([...MODULE_ONLY_NAMES, ...EXTRA_NAMES], FOR_ROOT),
+  },
+};
+
+/** `@IdempotentMethod({...})`: run()'s names, and the `key` function. */
+export const METHOD_OPTION_NAMES: OptionNames = {
+  known: namesOf<IdempotentMethodOptions<unknown[]>>({
+    key: true,
+    scope: true,
+    fingerprint: true,
+    onConflict: true,
+    waitTimeout: true,
+    lockTtl: true,
+    ttl: true,
+    storeErrors: true,
+    transactional: true,
+  }),
+  elsewhere: RUN_OPTION_NAMES.elsewhere,
+};
+
+/**
+ * Throws a TypeError (`<where>: unknown option ...`) unless every own name of `given` is one
+ * `names` takes: a misspelt or misplaced option fails where it was set, never ignored.
+ */
+export function assertKnownNames(given: object, names: OptionNames, where: string): void {
+  const problem = unknownOptionProblem(given, names.known, names.elsewhere);
+  if (problem) throw new TypeError(`${where}: ${problem}`);
+}

@@ -1,0 +1,144 @@
+import type {
+  IdempotencyModuleOptions,
+  IdempotencyOptions,
+  ResolvedIdempotencyOptions,
+} from '../interfaces/idempotency-options.interface';
+import { DEFAULT_OPTIONS, EVENT_DEFAULTS, mergeOptions } from './defaults';
+import {
+  ASYNC_OPTION_NAMES,
+  assertKnownNames,
+  FACTORY_OPTION_NAMES,
+  ROOT_OPTION_NAMES,
+} from './known-names';
+import { validateOptions } from './route-options';
+import { checkEncryptionOption, secretProblem } from './secrets';
+
+const STORE_METHODS = ['claim', 'complete', 'release', 'extend'] as const;
+
+/** Checks what only the module takes: the store or Redis connection, listeners and switches. */
+function validateModuleOptions(options: IdempotencyModuleOptions): void {
+  const fail = (message: string): never => {
+    throw new TypeError(`IdempotencyModule: ${message}`);
+  };
+  const { store, redis } = options;
+  if (store !== undefined) {
+    const methods = store as unknown as Record<string, unknown> | null;
+    if (!STORE_METHODS.every((method) => typeof methods?.[method] === 'function')) {
+      fail(
+        'store must be an IdempotencyStore (claim, complete, release, extend); pass an ioredis client as `redis`',
+      );
+    }
+  }
+  if (redis !== undefined) {
+    if (typeof redis === 'string' ? redis.trim() === '' : typeof redis !== 'object' || !redis) {
+      fail('redis must be a Redis URL, ioredis options, { clusterNodes } or an ioredis client');
+    }
+    const nodes = (redis as { clusterNodes?: unknown }).clusterNodes;
+    if (nodes !== undefined && !(Array.isArray(nodes) && nodes.length > 0)) {
+      fail('redis.clusterNodes must be a non-empty array of nodes');
+    }
+  }
+  // Each store checks its own settings where it is created (at boot too); here only that two
+  // stores were not both asked for.
+  if (options.postgres !== undefined && redis !== undefined) {
+    fail('redis and postgres are two stores: set one of them');
+  }
+  if (options.mysql !== undefined && (redis !== undefined || options.postgres !== undefined)) {
+    fail('mysql is a store of its own: set one of redis, postgres and mysql');
+  }
+  if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
+    fail(`onEvent must be a function, got ${typeof options.onEvent}`);
+  }
+  if (options.metrics !== undefined && typeof options.metrics !== 'boolean') {
+    fail(`metrics must be a boolean, got ${typeof options.metrics}`);
+  }
+  const { allowInMemoryStorage } = options;
+  if (allowInMemoryStorage !== undefined && typeof allowInMemoryStorage !== 'boolean') {
+    fail(`allowInMemoryStorage must be a boolean, got ${typeof allowInMemoryStorage}`);
+  }
+  if (options.encryption !== undefined) {
+    const problem = checkEncryptionOption(options.encryption);
+    if (problem) fail(problem);
+  }
+  if (options.keyDerivationSecret !== undefined) {
+    const problem = secretProblem(options.keyDerivationSecret);
+    if (problem) fail(problem);
+  }
+}
+
+/**
+ * Throws unless `options` is an options object: what `forRootAsync`'s factory returned (its
+ * result is not type-checked when it comes from configuration), or a JavaScript caller's
+ * `forRoot` argument. Left alone, `undefined` or `null` failed with a TypeError deep in the
+ * module, and a string (a Redis URL returned by mistake) silently gave the in-memory store.
+ */
+export function assertOptionsObject(options: unknown, where: 'forRoot' | 'forRootAsync'): void {
+  if (typeof options === 'object' && options !== null && !Array.isArray(options)) return;
+  const got = Array.isArray(options)
+    ? 'an array'
+    : typeof options === 'string'
+      ? JSON.stringify(options)
+      : String(options);
+  const what = where === 'forRoot' ? 'was given' : 'factory returned';
+  throw new TypeError(
+    `IdempotencyModule.${where}: the options ${what} ${got}; it must return an options object, ` +
+      `e.g. { redis: 'redis://...' } ({} for the defaults)`,
+  );
+}
+
+/**
+ * Checks `IdempotencyModule.forRoot()`'s argument where it is called, so that the stack points
+ * at the app's module: an options object whose every name is a module option, `isGlobal` or
+ * `globalInterceptor`. Its values are checked at bootstrap ({@link resolveModuleOptions}).
+ *
+ * @throws TypeError, e.g. "IdempotencyModule: unknown option `encrypton` (did you mean
+ *   `encryption`?)"
+ */
+export function checkForRootOptions(options: unknown): void {
+  assertOptionsObject(options, 'forRoot');
+  assertKnownNames(options as object, ROOT_OPTION_NAMES, 'IdempotencyModule');
+}
+
+/**
+ * Checks `IdempotencyModule.forRootAsync()`'s own options where it is called: only `imports`,
+ * `inject`, `useFactory`, `useClass`, `useExisting`, `provideInjectionTokensFrom`, `isGlobal`
+ * and `globalInterceptor`. Nest takes any other name as an extra and drops it, so a module
+ * option set here (`redis`) or a misspelt `useFactroy` was ignored without a word.
+ *
+ * @throws TypeError naming the option, and where a module option goes (the factory's result)
+ */
+export function checkForRootAsyncOptions(options: unknown): void {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new TypeError(
+      'IdempotencyModule.forRootAsync: takes { useFactory, inject?, imports? }, { useClass } ' +
+        `or { useExisting }, got ${Array.isArray(options) ? 'an array' : String(options)}`,
+    );
+  }
+  assertKnownNames(options, ASYNC_OPTION_NAMES, 'IdempotencyModule.forRootAsync');
+}
+
+/** The module's options with every default filled in. */
+export type ResolvedModuleOptions = ResolvedIdempotencyOptions &
+  IdempotencyModuleOptions & {
+    /** The event defaults the module options leave in force (module options win over them). */
+    eventDefaults?: IdempotencyOptions;
+  };
+
+/**
+ * Validates the module options (names and values) and fills in every default. Runs at
+ * bootstrap, on `forRoot()`'s options (without `isGlobal` and `globalInterceptor`, which Nest
+ * takes out) or on what `forRootAsync()`'s factory returned.
+ */
+export function resolveModuleOptions(given: IdempotencyModuleOptions): ResolvedModuleOptions {
+  // forRoot() checks its argument itself: what reaches here unchecked came from a factory.
+  assertOptionsObject(given, 'forRootAsync');
+  assertKnownNames(given, FACTORY_OPTION_NAMES, 'IdempotencyModule');
+  const options = validateOptions(given, 'IdempotencyModule');
+  validateModuleOptions(options);
+  const eventDefaults = Object.fromEntries(
+    Object.entries(EVENT_DEFAULTS).filter(
+      ([name]) => options[name as keyof IdempotencyOptions] === undefined,
+    ),
+  );
+  return { ...mergeOptions(DEFAULT_OPTIONS, options), eventDefaults };
+}

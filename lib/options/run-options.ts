@@ -1,0 +1,89 @@
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
+import type { IdempotencyRunOptions } from '../interfaces/idempotency-run-options.interface';
+import { assertKnownNames, METHOD_OPTION_NAMES, RUN_OPTION_NAMES } from './known-names';
+import { validateOptions } from './route-options';
+
+/** The scope of a run() call that sets none. */
+export const DEFAULT_RUN_SCOPE = 'default';
+
+/**
+ * The options of one run() call that replace the module's for it, as set (an option left out, or
+ * set to `undefined`, is absent: the module's value applies), with durations in milliseconds.
+ */
+export type RunOverrides = Partial<
+  Pick<
+    ResolvedIdempotencyOptions,
+    'onConflict' | 'waitTimeout' | 'lockTtl' | 'ttl' | 'storeErrors' | 'transactional'
+  >
+>;
+
+/** What {@link resolveRunOptions} makes of run()'s options. */
+export interface ResolvedRunOptions {
+  /** What the key is unique within: the option `scope`, or `'default'`. */
+  scope: string;
+  /** The value identifying the work, as given (hashed by the caller); undefined for no check. */
+  fingerprint: unknown;
+  /** The options that replace the module's for this call (see {@link RunOverrides}). */
+  overrides: RunOverrides;
+}
+
+/**
+ * Checks the options of `IdempotencyService.run(key, fn, options)` before anything runs: their
+ * names (an unknown one with the nearest known name, a route or module option with where it
+ * goes), the scope (a non-empty string) and the values of the options that replace the
+ * module's. Called first in run(), so that a misspelt `{ scpoe: 'orders' }` rejects before `fn`
+ * runs instead of running it in scope `default`.
+ *
+ * @param given run()'s third argument (`undefined` for none)
+ * @param where what the messages start with, e.g. `'IdempotencyService.run'`
+ * @throws TypeError, e.g. "<where>: unknown option `scpoe` (did you mean `scope`?)",
+ *   "<where>: scope must be a non-empty string", "<where> (<scope>): lockTtl must be ..."
+ */
+export function resolveRunOptions(given: unknown, where: string): ResolvedRunOptions {
+  const options = (given ?? {}) as IdempotencyRunOptions;
+  if (typeof options !== 'object' || Array.isArray(options)) {
+    throw new TypeError(`${where}: options must be an object, got ${describe(given)}`);
+  }
+  assertKnownNames(options, RUN_OPTION_NAMES, where);
+  const { scope = DEFAULT_RUN_SCOPE, fingerprint, ...rest } = options;
+  if (typeof scope !== 'string' || scope === '') {
+    throw new TypeError(`${where}: scope must be a non-empty string`);
+  }
+  const checked = validateOptions(rest, `${where} (${scope})`);
+  const overrides = Object.fromEntries(
+    Object.entries(checked).filter(([, value]) => value !== undefined),
+  ) as RunOverrides;
+  return { scope, fingerprint, overrides };
+}
+
+/**
+ * Checks the options of `@IdempotentMethod({...})` when the decorator is evaluated (when its
+ * class is loaded): names as {@link resolveRunOptions} does, plus the `key` function, then the
+ * values run() would refuse on every call. `key` and `fingerprint` must be functions of the
+ * method's arguments.
+ *
+ * @throws TypeError `@IdempotentMethod(): ...`
+ */
+export function checkMethodOptions(given: unknown): void {
+  const where = '@IdempotentMethod()';
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    throw new TypeError(`${where} takes options with a \`key\` function, got ${describe(given)}`);
+  }
+  assertKnownNames(given, METHOD_OPTION_NAMES, where);
+  const { key, fingerprint, ...rest } = given as Record<string, unknown>;
+  if (typeof key !== 'function') {
+    throw new TypeError(`${where} goes on a method, with a \`key\` function`);
+  }
+  if (fingerprint !== undefined && typeof fingerprint !== 'function') {
+    throw new TypeError(
+      `${where}: fingerprint must be a function of the method's arguments, got ${typeof fingerprint}`,
+    );
+  }
+  resolveRunOptions(rest, where);
+}
+
+function describe(value: unknown): string {
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'function') return 'a function';
+  return typeof value === 'string' ? JSON.stringify(value) : String(value);
+}
