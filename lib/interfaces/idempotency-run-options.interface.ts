@@ -54,7 +54,7 @@ export interface IdempotencyRunOptions {
    * Runs `fn` inside the app's database transaction (`@nestjs-cls/transactional`'s
    * `TransactionHost`; `{ connectionName }` picks a named one) and writes the result in that
    * transaction: `fn`'s writes through `txHost.tx` and the record commit together or not at all.
-   * Needs the PostgreSQL store on the database `fn` writes to. Default: false.
+   * Needs the PostgreSQL or MySQL store on the database `fn` writes to. Default: false.
    */
   transactional?: boolean | { connectionName?: string };
 }

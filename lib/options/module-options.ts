@@ -13,39 +13,15 @@ import {
 import { validateOptions } from './route-options';
 import { checkEncryptionOption, secretProblem } from './secrets';
 
-const STORE_METHODS = ['claim', 'complete', 'release', 'extend'] as const;
-
-/** Checks what only the module takes: the store or Redis connection, listeners and switches. */
+/**
+ * Checks what only the module takes: listeners, switches and secrets. The store options
+ * (`store`, `redis`, `postgres`, `mysql`) are checked by the stores where the store is created
+ * (`checkStoreOptions`, at boot too), their names here.
+ */
 function validateModuleOptions(options: IdempotencyModuleOptions): void {
   const fail = (message: string): never => {
     throw new TypeError(`IdempotencyModule: ${message}`);
   };
-  const { store, redis } = options;
-  if (store !== undefined) {
-    const methods = store as unknown as Record<string, unknown> | null;
-    if (!STORE_METHODS.every((method) => typeof methods?.[method] === 'function')) {
-      fail(
-        'store must be an IdempotencyStore (claim, complete, release, extend); pass an ioredis client as `redis`',
-      );
-    }
-  }
-  if (redis !== undefined) {
-    if (typeof redis === 'string' ? redis.trim() === '' : typeof redis !== 'object' || !redis) {
-      fail('redis must be a Redis URL, ioredis options, { clusterNodes } or an ioredis client');
-    }
-    const nodes = (redis as { clusterNodes?: unknown }).clusterNodes;
-    if (nodes !== undefined && !(Array.isArray(nodes) && nodes.length > 0)) {
-      fail('redis.clusterNodes must be a non-empty array of nodes');
-    }
-  }
-  // Each store checks its own settings where it is created (at boot too); here only that two
-  // stores were not both asked for.
-  if (options.postgres !== undefined && redis !== undefined) {
-    fail('redis and postgres are two stores: set one of them');
-  }
-  if (options.mysql !== undefined && (redis !== undefined || options.postgres !== undefined)) {
-    fail('mysql is a store of its own: set one of redis, postgres and mysql');
-  }
   if (options.onEvent !== undefined && typeof options.onEvent !== 'function') {
     fail(`onEvent must be a function, got ${typeof options.onEvent}`);
   }

@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { derivedIdempotencyKey, tryDerivedIdempotencyKey } from '../../lib';
-import { resolveModuleOptions } from '../../lib/options/options';
+import { resolveModuleOptions } from '../../lib/options';
 import { deriveKey, inClaimContext, propagatedKey } from '../../lib/propagation/derived-key';
 import { recordKey } from '../../lib/core/record-key';
 import { digest } from '../../lib/utils/key';

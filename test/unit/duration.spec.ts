@@ -1,5 +1,5 @@
 import { parseDuration } from '../../lib/options/duration';
-import { validateOptions } from '../../lib/options/options';
+import { validateOptions } from '../../lib/options';
 
 describe('parseDuration', () => {
   it.each([

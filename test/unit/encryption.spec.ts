@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { resolveModuleOptions } from '../../lib/options/options';
+import { resolveModuleOptions } from '../../lib/options';
 import { RecordCipher } from '../../lib/utils/encryption';
 import { decodeResponse, encodeResponse, packResponse } from '../../lib/utils/response-codec';
 import type { StoredResponse } from '../../lib';

@@ -5,7 +5,7 @@ import {
 import { IdempotencyService } from '../../lib/services/idempotency.service';
 import { MemoryIdempotencyStore } from '../../lib/stores/memory/memory-idempotency.store';
 import { recordKey } from '../../lib/core/record-key';
-import { resolveModuleOptions } from '../../lib/options/options';
+import { resolveModuleOptions } from '../../lib/options';
 
 function service(options = {}) {
   const store = new MemoryIdempotencyStore({ sweepIntervalMs: 0 });

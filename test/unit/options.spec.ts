@@ -1,4 +1,4 @@
-import { validateOptions } from '../../lib/options/options';
+import { validateOptions } from '../../lib/options';
 import type { IdempotencyOptions } from '../../lib';
 
 const check = (options: IdempotencyOptions) => () => validateOptions(options, '@Idempotent()');

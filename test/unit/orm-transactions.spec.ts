@@ -1,7 +1,7 @@
 import { drizzle } from 'drizzle-orm/node-postgres';
 import { Kysely, PostgresDialect } from 'kysely';
 import { Pool } from 'pg';
-import { queryableTransaction } from '../../lib/stores/sql/orm-transactions';
+import { queryableTransaction } from '../../lib/stores/sql/transaction';
 
 // Nothing connects: the pools are created and ended unused.
 describe('queryableTransaction', () => {

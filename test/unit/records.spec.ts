@@ -1,7 +1,7 @@
 import { BadRequestException, ServiceUnavailableException } from '@nestjs/common';
 import { IdempotencyRecords } from '../../lib/services/idempotency-records.service';
 import { MemoryIdempotencyStore } from '../../lib/stores/memory/memory-idempotency.store';
-import { resolveModuleOptions } from '../../lib/options/options';
+import { resolveModuleOptions } from '../../lib/options';
 
 describe('IdempotencyRecords', () => {
   it('answers 503 when the store does not answer within storeTimeout', async () => {

@@ -20,7 +20,7 @@ import {
   StoredResponse,
   WatchListener,
 } from '../../lib/stores/idempotency.store';
-import { DEFAULT_OPTIONS, resolveModuleOptions } from '../../lib/options/options';
+import { DEFAULT_OPTIONS, resolveModuleOptions } from '../../lib/options';
 
 /** A deferred result a test settles by hand. */
 function deferred<T>() {

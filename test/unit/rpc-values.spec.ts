@@ -1,7 +1,7 @@
 import { ExecutionContext } from '@nestjs/common';
 import { lastValueFrom, toArray } from 'rxjs';
 import { RpcContextAdapter } from '../../lib/adapters/rpc-context.adapter';
-import { DEFAULT_OPTIONS } from '../../lib/options/options';
+import { DEFAULT_OPTIONS } from '../../lib/options';
 import { decodeResponse, encodeResponse, packResponse } from '../../lib/utils/response-codec';
 
 describe('RPC reply values through the store', () => {

@@ -6,7 +6,7 @@ import {
   RedisIdempotencyStore,
   type IdempotencyModuleOptions,
 } from '../../lib';
-import { DEFAULT_OPTIONS, type ResolvedModuleOptions } from '../../lib/options/options';
+import { DEFAULT_OPTIONS, type ResolvedModuleOptions } from '../../lib/options';
 import { checkStoreOptions, createStore } from '../../lib/stores/create-store';
 
 /**
