@@ -11,6 +11,35 @@ export interface ClaimRequest {
    * {@link IdempotencyStore.watch watched} the key: its completion or release must notify.
    */
   waiting?: boolean;
+  /**
+   * The caller resumes where an earlier run with this key stopped (option `resumable`): a claim
+   * that takes the key (absent, expired or released) returns the steps recorded under it (see
+   * {@link IdempotencyStore.recordStep}). Steps recorded under another fingerprint make the key
+   * `key_reused`. Claims without it never read steps.
+   */
+  resumable?: boolean;
+}
+
+/**
+ * A step recorded under a claim (`IdempotencyService.step()`): a recovery point of a resumable
+ * handler, which a re-run of the same request returns instead of running the step again.
+ */
+export interface StoredStep {
+  /** Its place in the handler's order of step() calls, from 0. */
+  index: number;
+  /** Its name, as the handler gave it. */
+  name: string;
+  /** Its result, encoded by the core: opaque to the store. */
+  result: StoredResponse;
+}
+
+/** Options of {@link IdempotencyStore.complete}. */
+export interface CompleteOptions {
+  /**
+   * The run recorded steps, or resumed from some (`resumable`): delete the key's steps with the
+   * completion. Completions without it never touch steps.
+   */
+  clearSteps?: boolean;
 }
 
 /** A stored response, opaque to the store: the interceptor encodes and decodes it. */
@@ -36,8 +65,11 @@ export type WatchListener = (completed?: CompletedOutcome) => void;
 
 /** The outcome of {@link IdempotencyStore.claim}. */
 export type ClaimResult =
-  /** The caller owns a fresh lease and must run the handler. */
-  | { status: 'claimed' }
+  /**
+   * The caller owns a fresh lease and must run the handler. `steps`: what earlier runs recorded
+   * (a `resumable` claim only), in any order.
+   */
+  | { status: 'claimed'; steps?: StoredStep[] }
   /** Another owner holds the lease; `retryAfterMs` is the time it has left. */
   | { status: 'in_progress'; retryAfterMs: number }
   /** The key was first used with another request fingerprint. */
@@ -47,10 +79,16 @@ export type ClaimResult =
 
 /** What {@link IdempotencyStore.inspect} reports of a record. */
 export type RecordInspection =
-  /** No live record: never claimed, released, expired or deleted. */
-  | { state: 'absent' }
-  /** A handler holds the key; its lease runs out in `leaseMsLeft` unless renewed. */
-  | { state: 'pending'; leaseMsLeft: number }
+  /**
+   * No live record: never claimed, released, expired or deleted. `steps`: the steps a run that
+   * crashed or was released recorded, which the next resumable run resumes after.
+   */
+  | { state: 'absent'; steps?: RecordedStep[] }
+  /**
+   * A handler holds the key; its lease runs out in `leaseMsLeft` unless renewed. `steps`: the
+   * steps recorded under the key so far.
+   */
+  | { state: 'pending'; leaseMsLeft: number; steps?: RecordedStep[] }
   /**
    * The response is stored. `meta` is the stored meta (status, headers, body type), `bytes` the
    * stored body's size (compressed if it was), `ageMs` the time since completion, `ttlMsLeft`
@@ -62,6 +100,12 @@ export type RecordInspection =
    * Otherwise it is never negative.
    */
   | { state: 'completed'; meta: string; bytes: number; ageMs: number; ttlMsLeft: number };
+
+/** A recorded step as operators see it: its place and name, never its result. */
+export interface RecordedStep {
+  index: number;
+  name: string;
+}
 
 /**
  * The storage contract behind the interceptor: one record per key, every operation atomic and
@@ -80,6 +124,7 @@ export abstract class IdempotencyStore {
 
   /**
    * Store the response and keep it for `ttlMs`, only if `token` still owns the pending record.
+   * With `options.clearSteps`, the key's recorded steps are deleted with it.
    * @returns false when the caller lost the lease (expired, released or taken over).
    */
   abstract complete(
@@ -87,6 +132,7 @@ export abstract class IdempotencyStore {
     token: string,
     response: StoredResponse,
     ttlMs: number,
+    options?: CompleteOptions,
   ): Promise<boolean>;
 
   /** Delete the pending record, only if `token` still owns it. @returns whether it did. */
@@ -126,6 +172,16 @@ export abstract class IdempotencyStore {
 
   /** Free resources the store created (timers, connections it owns). Never closes borrowed clients. */
   async close(): Promise<void> {}
+
+  /**
+   * Records a step's result under the claim, only if `token` still owns the pending record
+   * (fencing: a run that lost its lease records nothing), and keeps it for `ttlMs`: it outlives
+   * the lease and a release, so that a retry after a crash or a failure resumes after it. A step
+   * recorded again at its index replaces it. Deleted with the record (`delete`) or by a
+   * completion with `clearSteps`. Optional: a store without it cannot serve `resumable` handlers.
+   * @returns false when the caller no longer owns the record.
+   */
+  recordStep?(key: string, token: string, step: StoredStep, ttlMs: number): Promise<boolean>;
 
   // Optional hooks: what the module and the Terminus indicator ask of a store beyond its records,
   // so that neither knows any backend. Each is optional, for stores written before they existed
@@ -180,6 +236,20 @@ export interface TransactionalIdempotencyStore extends IdempotencyStore {
     key: string,
     token: string,
     response: StoredResponse,
+    ttlMs: number,
+    options?: CompleteOptions,
+  ): Promise<boolean>;
+
+  /**
+   * {@link IdempotencyStore.recordStep} through `tx`: the step's own writes and its record
+   * commit together (a `resumable` handler with `transactional`: one transaction per step).
+   * @returns false when `token` no longer owns the record: the caller must roll back.
+   */
+  recordStepInTransaction?(
+    tx: unknown,
+    key: string,
+    token: string,
+    step: StoredStep,
     ttlMs: number,
   ): Promise<boolean>;
 }
