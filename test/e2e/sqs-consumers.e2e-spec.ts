@@ -3,7 +3,7 @@ import { Injectable, type INestApplicationContext, Module } from '@nestjs/common
 import { NestFactory } from '@nestjs/core';
 import { SqsConsumerEventHandler, SqsMessageHandler, SqsModule } from '@ssut/nestjs-sqs';
 import type { SqsConsumerOptions } from '@ssut/nestjs-sqs/dist/sqs.types';
-import { IdempotencyModule, IdempotentSqsMessage } from '../../lib';
+import { Idempotent, IdempotencyModule, IdempotentSqsMessage } from '../../lib';
 import { until } from '../reliability/stream';
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { SqsEmulator } from '../support/sqs';
@@ -148,6 +148,16 @@ class FifoPayments {
   @SqsConsumerEventHandler('fifo', 'error')
   onError(error: Error): void {
     failed(error);
+  }
+}
+
+/** `@Idempotent()`, the decorator a team already knows, on an SQS handler: no interceptor runs. */
+@Injectable()
+class InterceptedPayments {
+  @SqsMessageHandler('payments')
+  @Idempotent()
+  async charge(message: Message): Promise<void> {
+    await work(paymentId(message));
   }
 }
 
@@ -339,5 +349,22 @@ describe('@IdempotentSqsMessage() on an SQS consumer (sqs-consumer 11, emulator)
     // p1 failed first: p2 did not run before it did; the retry of p1 was a replay.
     expect(state.attempts).toEqual(['p1', 'p1', 'p2']);
     expect(state.ran).toEqual(['p1', 'p2']);
+  });
+});
+
+describe('@Idempotent() on an @SqsMessageHandler', () => {
+  it('is refused at boot, pointing at @IdempotentSqsMessage()', async () => {
+    @Module({
+      imports: [SqsModule.register({ consumers: [] }), IdempotencyModule.forRoot()],
+      providers: [InterceptedPayments],
+    })
+    class ConsumerModule {}
+    const booting = NestFactory.createApplicationContext(ConsumerModule, {
+      logger: false,
+      abortOnError: false,
+    });
+    await expect(booting).rejects.toThrow(
+      /InterceptedPayments\.charge does nothing[\s\S]*for an @SqsMessageHandler, @IdempotentSqsMessage\(\)/,
+    );
   });
 });
