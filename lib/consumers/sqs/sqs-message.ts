@@ -1,4 +1,5 @@
 import type { IdempotencyRunKey } from '../../interfaces/idempotency-run-options.interface';
+import { parseDottedPath, valueAtPath } from '../../utils/dotted-path';
 
 /**
  * The parts of an SQS message (`Message` of `@aws-sdk/client-sqs`, as `sqs-consumer` and
@@ -40,11 +41,8 @@ export function sqsKeyReader(source: SqsKeySource | undefined, where: string): S
   if (source === undefined) return () => undefined;
   if (typeof source === 'function') return source;
   if (typeof source === 'string') {
-    const steps = source.split('.');
-    if (steps.some((step) => step === '')) {
-      throw new TypeError(`${where}: key '${source}' is not a dotted path (e.g. 'payment.id')`);
-    }
-    return (message) => atPath(parseBody(message), steps);
+    const steps = parseDottedPath(source, `${where}: key`, 'payment.id');
+    return (message) => valueAtPath(parseBody(message), steps);
   }
   const name = (source as { attribute?: unknown } | null)?.attribute;
   if (typeof name !== 'string' || name === '') {
@@ -99,16 +97,6 @@ function parseBody(message: SqsMessage): unknown {
   } catch {
     return undefined;
   }
-}
-
-function atPath(value: unknown, steps: string[]): unknown {
-  for (const step of steps) {
-    if (value === null || typeof value !== 'object' || !Object.hasOwn(value, step)) {
-      return undefined;
-    }
-    value = (value as Record<string, unknown>)[step];
-  }
-  return value;
 }
 
 /**
