@@ -28,14 +28,9 @@ module.exports = {
   testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
   // The transactional suites need @nestjs-cls/transactional, a CommonJS package that requires
   // @nestjs/common: Nest 12's is ESM-only, which Node loads through require(esm) but Jest's VM
-  // cannot. They run on NestJS 11 here (the MySQL one likewise);
-  // test/packaging/nest12-transactional.e2e-spec.ts runs the transactional path on NestJS 12 in a
-  // process of its own, outside Jest's VM.
-  testPathIgnorePatterns: [
-    '/test/e2e/(attack-|mysql-)?transactional(-adapters)?\\.e2e-spec\\.ts$',
-    '/test/e2e/idempotency-service-transactional\\.e2e-spec\\.ts$',
-    '/test/e2e/graphql-grpc-transactional\\.e2e-spec\\.ts$',
-  ],
+  // cannot. They run on NestJS 11 here; test/packaging/nest12-transactional.e2e-spec.ts runs the
+  // transactional path on NestJS 12 in a process of its own, outside Jest's VM.
+  testPathIgnorePatterns: ['/test/e2e/transactional(-failures)?\\.e2e-spec\\.ts$'],
   extensionsToTreatAsEsm: ['.ts'],
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/compat/nest12/tsconfig.json' }],
