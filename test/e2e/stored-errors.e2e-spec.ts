@@ -111,9 +111,9 @@ async function start(platform: Platform, options: IdempotencyModuleOptions) {
   return app;
 }
 
-describe.each(PLATFORMS)('stored errors under attack on %s', (platform) => {
+describe.each(PLATFORMS)('stored errors replayed as first answered, on %s', (platform) => {
   describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
-    const prefix = uniquePrefix('attack-errors');
+    const prefix = uniquePrefix('stored-errors');
     let app: INestApplication;
     let url: string;
 

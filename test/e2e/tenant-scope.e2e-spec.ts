@@ -79,7 +79,7 @@ async function start(platform: Platform, options: IdempotencyModuleOptions) {
 
 describe.each(PLATFORMS)('tenant scope on %s', (platform) => {
   describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
-    const prefix = uniquePrefix('attack-scope');
+    const prefix = uniquePrefix('tenant-scope');
     let app: INestApplication;
     let url: string;
 

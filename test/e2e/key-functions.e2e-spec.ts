@@ -86,7 +86,7 @@ async function statusWithin(url: string, path: string, ms: number): Promise<numb
   }
 }
 
-describe.each(PLATFORMS)('key and fingerprint functions under attack on %s', (platform) => {
+describe.each(PLATFORMS)('key and fingerprint functions that throw or hang, on %s', (platform) => {
   let app: INestApplication;
   let url: string;
 
