@@ -32,6 +32,8 @@ module.exports = {
   // transactional path on NestJS 12 in a process of its own, outside Jest's VM.
   testPathIgnorePatterns: ['/test/e2e/transactional(-failures)?\\.e2e-spec\\.ts$'],
   extensionsToTreatAsEsm: ['.ts'],
+  // Transpile only (isolatedModules in compat/nest12/tsconfig.json), as in jest.shared.js: `npm
+  // test` type-checks the tests once with `npm run typecheck`.
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/compat/nest12/tsconfig.json' }],
   },
