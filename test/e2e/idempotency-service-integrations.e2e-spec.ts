@@ -9,6 +9,7 @@ import {
   IdempotencyService,
 } from '../../lib';
 import { deferred } from '../support/test-app';
+import { STORES } from '../support/redis';
 import { RealStore, realStore } from '../support/wrapped-store';
 
 const KEY_A = randomBytes(32);
@@ -19,7 +20,7 @@ const DERIVATION_SECRET = randomBytes(32);
  * What IdempotencyService.run() shares with @Idempotent() handlers: results sealed with
  * `encryption`, derivedIdempotencyKey() inside fn, heartbeats stopped at shutdown.
  */
-describe.each(['memory', 'redis'] as const)('IdempotencyService.run() on the %s store', (kind) => {
+describe.each(STORES)('IdempotencyService.run() on the %s store', (kind) => {
   let real: RealStore;
   const apps: INestApplicationContext[] = [];
 

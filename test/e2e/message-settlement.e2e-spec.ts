@@ -14,7 +14,7 @@ import {
   withHeaders,
   withKey,
 } from '../support/microservice-app';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { cleanUpPrefix, testRedisUrl, uniquePrefix } from '../support/redis';
 import { RedisProcess, startRedisServer } from '../support/redis-server';
 import { Executions } from '../support/test-app';
 
@@ -111,9 +111,7 @@ describe.each(['tcp', 'redis', 'nats', 'mqtt'] as const)(
     afterAll(async () => {
       await consumer?.close();
       await transportRedis?.stop();
-      const redis = inspectionClient();
-      await deleteKeysUnder(redis, prefix);
-      await redis.quit();
+      await cleanUpPrefix(prefix);
     });
 
     it('is skipped once the first completed', async () => {
@@ -184,9 +182,7 @@ describe('RabbitMQ with manual ack and prefetch 20 (rmqManualAck)', () => {
   }, 30_000);
   afterAll(async () => {
     await consumer?.close();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   /** Messages left in the queue once the consumer's channel closed (unacked ones return to it). */

@@ -13,7 +13,7 @@ import {
   withHeaders,
   withKey,
 } from '../support/microservice-app';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { cleanUpPrefix, testRedisUrl, uniquePrefix } from '../support/redis';
 import { findFreePort, RedisProcess, startRedisServer } from '../support/redis-server';
 import { deferred, Executions } from '../support/test-app';
 
@@ -51,9 +51,7 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
   afterAll(async () => {
     await consumer?.close();
     await transportRedis?.stop();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   const send = <T>(pattern: string, data: Record<string, unknown>, key: string) =>
@@ -205,9 +203,7 @@ describe.each(['nats', 'rmq', 'mqtt'] as const)('the key header on the %s transp
   }, 30_000);
   afterAll(async () => {
     await consumer?.close();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   const charge = (headers: Record<string, string>) =>

@@ -21,7 +21,7 @@ import {
   type TransportName,
   transportSetup,
 } from '../support/microservice-app';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { cleanUpPrefix, testRedisUrl, uniquePrefix } from '../support/redis';
 import { type RedisProcess, startRedisServer } from '../support/redis-server';
 import { Executions, post } from '../support/test-app';
 
@@ -136,9 +136,7 @@ describe.each(TRANSPORTS)('propagateKeys through ClientProxy on %s', (name) => {
     await app?.close();
     await consumer?.close();
     await transportRedis?.stop();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   it('each message carries its own derived key; a re-run of the request is answered by the receiver without running again', async () => {

@@ -15,8 +15,6 @@ import {
   Query,
   UseGuards,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
 import {
   Idempotent,
@@ -26,7 +24,16 @@ import {
   IdempotencyRecords,
 } from '../../lib';
 import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { listen } from '../support/http-app';
+import {
+  cleanUpPrefix,
+  deleteKeysUnder,
+  inspectionClient,
+  storeOptions,
+  STORES,
+  testRedisUrl,
+  uniquePrefix,
+} from '../support/redis';
 import { deferred, PLATFORMS, Platform, post } from '../support/test-app';
 
 const runs = new Map<string, number>();
@@ -115,18 +122,13 @@ async function start(
   platform: Platform,
   options: IdempotencyModuleOptions,
   events: IdempotencyEvent[],
-): Promise<INestApplication> {
+): ReturnType<typeof listen> {
   @Module({
     imports: [IdempotencyModule.forRoot({ ...options, onEvent: (event) => events.push(event) })],
     controllers: [PaymentsController, IdempotencyAdminController],
   })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
+  return listen(platform, AppModule);
 }
 
 async function call(url: string, method: 'GET' | 'DELETE', query: Record<string, string>) {
@@ -155,8 +157,7 @@ describe.each(PLATFORMS)('IdempotencyRecords on %s', (platform) => {
             ? { postgres: { connectionString: testPostgresUrl(), table, ensureSchema: true } }
             : {};
       if (storeName === 'postgres') await (await testPool()).end(); // fails naming PostgreSQL
-      app = await start(platform, { ...store, keyPrefix: prefix, ttl }, events);
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      ({ app, url } = await start(platform, { ...store, keyPrefix: prefix, ttl }, events));
       records = app.get(IdempotencyRecords);
     });
     afterAll(async () => {
@@ -307,7 +308,7 @@ class KeyCheckingAdminController {
 }
 
 describe.each(PLATFORMS)('IdempotencyRecords keys as routes check them, on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
+  describe.each(STORES)('with the %s store', (storeName) => {
     const prefix = uniquePrefix('records-keys');
     const events: IdempotencyEvent[] = [];
     let app: INestApplication;
@@ -317,28 +318,18 @@ describe.each(PLATFORMS)('IdempotencyRecords keys as routes check them, on %s', 
       @Module({
         imports: [
           IdempotencyModule.forRoot({
-            keyPrefix: prefix,
-            ...(storeName === 'redis' ? { redis: testRedisUrl() } : {}),
+            ...storeOptions(storeName, prefix),
             onEvent: (event) => events.push(event),
           }),
         ],
         controllers: [ImportsController, KeyCheckingAdminController],
       })
       class AppModule {}
-      app =
-        platform === 'fastify'
-          ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-          : await NestFactory.create(AppModule, { logger: false });
-      await app.listen(0, '127.0.0.1');
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      ({ app, url } = await listen(platform, AppModule));
     });
     afterAll(async () => {
       await app?.close();
-      if (storeName === 'redis') {
-        const redis = inspectionClient();
-        await deleteKeysUnder(redis, prefix);
-        await redis.quit();
-      }
+      if (storeName === 'redis') await cleanUpPrefix(prefix);
     });
 
     it('finds and deletes a record whose key the route accepted (route maxKeyLength 512)', async () => {

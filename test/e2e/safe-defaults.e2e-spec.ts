@@ -16,8 +16,7 @@ import {
   UseGuards,
   UseInterceptors,
 } from '@nestjs/common';
-import { APP_INTERCEPTOR, NestFactory, Reflector } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { Exclude, Expose, Transform } from 'class-transformer';
 import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
@@ -29,6 +28,7 @@ import {
   IdempotencyModuleOptions,
   MemoryIdempotencyStore,
 } from '../../lib';
+import { listen } from '../support/http-app';
 import {
   deleteKeysUnder,
   inspectionClient,
@@ -263,15 +263,11 @@ async function start(
     providers: [MyIdempotency],
   })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  app.useGlobalInterceptors(
-    new ClassSerializerInterceptor(app.get(Reflector), { excludePrefixes: ['_'] }),
+  return listen(platform, AppModule, (app) =>
+    app.useGlobalInterceptors(
+      new ClassSerializerInterceptor(app.get(Reflector), { excludePrefixes: ['_'] }),
+    ),
   );
-  await app.listen(0, '127.0.0.1');
-  return { app, url: (await app.getUrl()).replace('[::1]', '127.0.0.1') };
 }
 
 const alice = { 'x-user': JSON.stringify({ id: 'alice', token: 't1', iat: 1 }) };
@@ -520,12 +516,7 @@ describe.each(
       providers: [SCOPED_SERIALIZERS[kind]],
     })
     class AppModule {}
-    app =
-      platform === 'fastify'
-        ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-        : await NestFactory.create(AppModule, { logger: false });
-    await app.listen(0, '127.0.0.1');
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    ({ app, url } = await listen(platform, AppModule));
   });
   afterAll(async () => {
     await app.close();

@@ -8,12 +8,11 @@ import {
   Post,
   UseFilters,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { RpcException } from '@nestjs/microservices';
 import { randomUUID } from 'node:crypto';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { listen } from '../support/http-app';
+import { cleanUpPrefix, storeOptions, STORES, uniquePrefix } from '../support/redis';
 import { PLATFORMS, Platform, post } from '../support/test-app';
 
 /**
@@ -103,34 +102,23 @@ class ErrorsController {
 async function start(platform: Platform, options: IdempotencyModuleOptions) {
   @Module({ imports: [IdempotencyModule.forRoot(options)], controllers: [ErrorsController] })
   class AppModule {}
-  const app: INestApplication =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
+  return listen(platform, AppModule);
 }
 
 describe.each(PLATFORMS)('stored errors replayed as first answered, on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
+  describe.each(STORES)('with the %s store', (storeName) => {
     const prefix = uniquePrefix('stored-errors');
     let app: INestApplication;
     let url: string;
 
     beforeAll(async () => {
-      app = await start(platform, {
-        keyPrefix: prefix,
-        ...(storeName === 'redis' ? { redis: testRedisUrl() } : {}),
-      });
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      ({ app, url } = await start(platform, {
+        ...storeOptions(storeName, prefix),
+      }));
     });
     afterAll(async () => {
       await app?.close();
-      if (storeName === 'redis') {
-        const redis = inspectionClient();
-        await deleteKeysUnder(redis, prefix);
-        await redis.quit();
-      }
+      if (storeName === 'redis') await cleanUpPrefix(prefix);
     });
 
     const twice = async (path: string) => {

@@ -10,11 +10,10 @@ import {
   Req,
   UseGuards,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { listen } from '../support/http-app';
+import { cleanUpPrefix, storeOptions, STORES, uniquePrefix } from '../support/redis';
 import { PLATFORMS, Platform, post } from '../support/test-app';
 
 /**
@@ -69,34 +68,23 @@ async function start(platform: Platform, options: IdempotencyModuleOptions) {
     controllers: [InvoicesController],
   })
   class AppModule {}
-  const app: INestApplication =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
+  return listen(platform, AppModule);
 }
 
 describe.each(PLATFORMS)('tenant scope on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
+  describe.each(STORES)('with the %s store', (storeName) => {
     const prefix = uniquePrefix('tenant-scope');
     let app: INestApplication;
     let url: string;
 
     beforeAll(async () => {
-      app = await start(platform, {
-        keyPrefix: prefix,
-        ...(storeName === 'redis' ? { redis: testRedisUrl() } : {}),
-      });
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      ({ app, url } = await start(platform, {
+        ...storeOptions(storeName, prefix),
+      }));
     });
     afterAll(async () => {
       await app?.close();
-      if (storeName === 'redis') {
-        const redis = inspectionClient();
-        await deleteKeysUnder(redis, prefix);
-        await redis.quit();
-      }
+      if (storeName === 'redis') await cleanUpPrefix(prefix);
     });
 
     it.each(['object', 'async'])(

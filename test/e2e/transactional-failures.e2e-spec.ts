@@ -2,12 +2,12 @@ import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Controller, Headers, INestApplication, Module, Post, Res } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { Idempotent, IdempotencyEvent, IdempotencyModule } from '../../lib';
 import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
+import { listen } from '../support/http-app';
 import { PLATFORMS, Platform, post } from '../support/test-app';
 import { transactionalImports } from '../support/transactional/harness';
 
@@ -110,7 +110,7 @@ class SelfAnsweredController {
 
 const deferredTable = uniqueTable('tx_failures_deferred');
 
-async function start(platform: Platform, events: IdempotencyEvent[]): Promise<INestApplication> {
+async function start(platform: Platform, events: IdempotencyEvent[]): ReturnType<typeof listen> {
   const dataSource = new DataSource({ type: 'postgres', url: testPostgresUrl() });
   @Module({
     imports: transactionalImports(
@@ -125,12 +125,7 @@ async function start(platform: Platform, events: IdempotencyEvent[]): Promise<IN
     controllers: [PaymentsController, LedgerController],
   })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
+  return listen(platform, AppModule);
 }
 
 describe.each(PLATFORMS)('transactional failures on %s', (platform) => {
@@ -145,8 +140,7 @@ describe.each(PLATFORMS)('transactional failures on %s', (platform) => {
     await pool.query(
       `CREATE TABLE IF NOT EXISTS "${deferredTable}" (ref text UNIQUE DEFERRABLE INITIALLY DEFERRED)`,
     );
-    app = await start(platform, events);
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    ({ app, url } = await start(platform, events));
   });
   afterAll(async () => {
     await app?.close();

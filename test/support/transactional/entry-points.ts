@@ -2,7 +2,6 @@ import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import { TransactionHost } from '@nestjs-cls/transactional';
 import { Body, Controller, HttpException, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Args, GraphQLModule, Int, Mutation, Query, Resolver } from '@nestjs/graphql';
 import {
   ClientProxyFactory,
@@ -23,6 +22,7 @@ import { join } from 'node:path';
 import { firstValueFrom } from 'rxjs';
 import { Idempotent, IdempotencyService } from '../../../lib';
 import { requireBroker, RMQ_URL, withKey, transportSetup } from '../microservice-app';
+import { listen } from '../http-app';
 import { findFreePort } from '../redis-server';
 import { post } from '../test-app';
 import { type Answer, Declined, DECLINED, type EntryPoint, Ledger } from './harness';
@@ -62,12 +62,7 @@ function route(platform: 'express' | 'fastify'): EntryPoint {
         providers: [{ provide: Ledger, useValue: ledger }],
       })
       class RouteModule {}
-      const app =
-        platform === 'fastify'
-          ? await NestFactory.create(RouteModule, new FastifyAdapter(), { logger: false })
-          : await NestFactory.create(RouteModule, { logger: false });
-      await app.listen(0, '127.0.0.1');
-      const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      const { app, url } = await listen(platform, RouteModule);
       return {
         app,
         async call(key, item) {
