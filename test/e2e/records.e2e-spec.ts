@@ -34,14 +34,10 @@ import {
   testRedisUrl,
   uniquePrefix,
 } from '../support/redis';
-import { deferred, PLATFORMS, Platform, post } from '../support/test-app';
+import { deferred, Executions, Platform, PLATFORMS, post } from '../support/test-app';
 
-const runs = new Map<string, number>();
-const hit = (name: string) => {
-  const n = (runs.get(name) ?? 0) + 1;
-  runs.set(name, n);
-  return n;
-};
+const runs = new Executions();
+const hit = (name: string) => runs.hit(name);
 const gates: Promise<void>[] = [];
 const started: (() => void)[] = [];
 
@@ -207,14 +203,14 @@ describe.each(PLATFORMS)('IdempotencyRecords on %s', (platform) => {
       expect(await records.inspect({ key, route, user: { id: 'ann' } })).toEqual({
         state: 'absent',
       });
-      const before = runs.get('create');
+      const before = runs.counts.get('create');
       const again = await post(url, '/payments', {
         key,
         body: { amount: 7 },
         headers: { 'x-user': 'ann' },
       });
       expect(again.headers.get('idempotent-replayed')).toBeNull();
-      expect(runs.get('create')).toBe(before! + 1);
+      expect(runs.counts.get('create')).toBe(before! + 1);
     });
 
     it('frees a stuck key: a retry runs at once and the old holder is fenced', async () => {

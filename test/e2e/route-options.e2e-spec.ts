@@ -29,16 +29,12 @@ import {
   testRedisUrl,
   uniquePrefix,
 } from '../support/redis';
-import { deferred, PLATFORMS, Platform, post } from '../support/test-app';
+import { deferred, Executions, Platform, PLATFORMS, post } from '../support/test-app';
 
 /** Handler runs per name: the side channel the tests count executions through. */
-const runs = new Map<string, number>();
-const hit = (name: string) => {
-  const n = (runs.get(name) ?? 0) + 1;
-  runs.set(name, n);
-  return n;
-};
-const count = (name: string) => runs.get(name) ?? 0;
+const runs = new Executions();
+const hit = (name: string) => runs.hit(name);
+const count = (name: string) => runs.count(name);
 
 /** Two controllers of the same class name and path, in two modules under two RouterModule paths. */
 function usersModule(version: string) {

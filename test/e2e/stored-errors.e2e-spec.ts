@@ -3,17 +3,15 @@ import {
   Catch,
   Controller,
   ExceptionFilter,
-  INestApplication,
-  Module,
   Post,
   UseFilters,
 } from '@nestjs/common';
 import { RpcException } from '@nestjs/microservices';
 import { randomUUID } from 'node:crypto';
-import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
-import { listen } from '../support/http-app';
+import { Idempotent } from '../../lib';
+import { appForSuite } from '../support/http-app';
 import { cleanUpPrefix, storeOptions, STORES, uniquePrefix } from '../support/redis';
-import { PLATFORMS, Platform, post } from '../support/test-app';
+import { PLATFORMS, post } from '../support/test-app';
 
 /**
  * storeErrors promises: "A replayed error has the same status, body and allowlisted headers" as
@@ -99,33 +97,21 @@ class ErrorsController {
   }
 }
 
-async function start(platform: Platform, options: IdempotencyModuleOptions) {
-  @Module({ imports: [IdempotencyModule.forRoot(options)], controllers: [ErrorsController] })
-  class AppModule {}
-  return listen(platform, AppModule);
-}
-
 describe.each(PLATFORMS)('stored errors replayed as first answered, on %s', (platform) => {
   describe.each(STORES)('with the %s store', (storeName) => {
     const prefix = uniquePrefix('stored-errors');
-    let app: INestApplication;
-    let url: string;
-
-    beforeAll(async () => {
-      ({ app, url } = await start(platform, {
-        ...storeOptions(storeName, prefix),
-      }));
-    });
-    afterAll(async () => {
-      await app?.close();
-      if (storeName === 'redis') await cleanUpPrefix(prefix);
-    });
+    const suite = appForSuite(
+      platform,
+      [ErrorsController],
+      () => storeOptions(storeName, prefix),
+      () => cleanUpPrefix(prefix),
+    );
 
     const twice = async (path: string) => {
       const key = randomUUID();
       const before = runs;
-      const first = await post(url, path, { key });
-      const replay = await post(url, path, { key });
+      const first = await post(suite.url, path, { key });
+      const replay = await post(suite.url, path, { key });
       return { first, replay, ran: runs - before };
     };
 

@@ -3,18 +3,16 @@ import {
   CanActivate,
   Controller,
   ExecutionContext,
-  INestApplication,
   Injectable,
-  Module,
   Post,
   Req,
   UseGuards,
 } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
-import { listen } from '../support/http-app';
+import { Idempotent } from '../../lib';
+import { appForSuite } from '../support/http-app';
 import { cleanUpPrefix, storeOptions, STORES, uniquePrefix } from '../support/redis';
-import { PLATFORMS, Platform, post } from '../support/test-app';
+import { PLATFORMS, post } from '../support/test-app';
 
 /**
  * A `scope` function is how multi-tenant apps keep tenants apart. Its result is turned into the
@@ -62,42 +60,27 @@ class InvoicesController {
   }
 }
 
-async function start(platform: Platform, options: IdempotencyModuleOptions) {
-  @Module({
-    imports: [IdempotencyModule.forRoot(options)],
-    controllers: [InvoicesController],
-  })
-  class AppModule {}
-  return listen(platform, AppModule);
-}
-
 describe.each(PLATFORMS)('tenant scope on %s', (platform) => {
   describe.each(STORES)('with the %s store', (storeName) => {
     const prefix = uniquePrefix('tenant-scope');
-    let app: INestApplication;
-    let url: string;
-
-    beforeAll(async () => {
-      ({ app, url } = await start(platform, {
-        ...storeOptions(storeName, prefix),
-      }));
-    });
-    afterAll(async () => {
-      await app?.close();
-      if (storeName === 'redis') await cleanUpPrefix(prefix);
-    });
+    const suite = appForSuite(
+      platform,
+      [InvoicesController],
+      () => storeOptions(storeName, prefix),
+      () => cleanUpPrefix(prefix),
+    );
 
     it.each(['object', 'async'])(
       'tenant B never gets tenant A’s response replayed (scope function returning %s)',
       async (route) => {
         const key = randomUUID();
         const body = { amount: 100 };
-        const a = await post(url, `/invoices/${route}`, {
+        const a = await post(suite.url, `/invoices/${route}`, {
           key,
           body,
           headers: { 'x-tenant': 'a' },
         });
-        const b = await post(url, `/invoices/${route}`, {
+        const b = await post(suite.url, `/invoices/${route}`, {
           key,
           body,
           headers: { 'x-tenant': 'b' },

@@ -1,6 +1,12 @@
-import type { INestApplication, NestApplicationOptions, Type } from '@nestjs/common';
+import {
+  type INestApplication,
+  Module,
+  type NestApplicationOptions,
+  type Type,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { IdempotencyModule, type IdempotencyModuleOptions } from '../../lib';
 import type { Platform } from './test-app';
 
 /** Creates `module`'s app on Express or Fastify, Nest's logger off unless `options` say. */
@@ -34,4 +40,34 @@ export async function listen(
   configure?.(app);
   await app.listen(0, '127.0.0.1');
   return { app, url: await appUrl(app) };
+}
+
+/** The app of a `describe` block, set once its `beforeAll` has booted it. */
+export interface SuiteApp {
+  app: INestApplication;
+  url: string;
+}
+
+/**
+ * Registers the enclosing `describe`'s hooks: `beforeAll` boots `controllers` with
+ * `IdempotencyModule.forRoot(options())` on `platform`; `afterAll` closes it, then runs `cleanUp`
+ * (a Redis prefix's keys, a table).
+ */
+export function appForSuite(
+  platform: Platform,
+  controllers: Type[],
+  options: () => IdempotencyModuleOptions,
+  cleanUp?: () => Promise<void>,
+): SuiteApp {
+  const suite = {} as SuiteApp;
+  beforeAll(async () => {
+    @Module({ imports: [IdempotencyModule.forRoot(options())], controllers })
+    class AppModule {}
+    Object.assign(suite, await listen(platform, AppModule));
+  });
+  afterAll(async () => {
+    await suite.app?.close();
+    await cleanUp?.();
+  });
+  return suite;
 }
