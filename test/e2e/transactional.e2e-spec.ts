@@ -44,7 +44,7 @@ describe.each(ORMS)('transactional completion through $name on $database.name', 
             {
               ...database.store,
               scope: 'public',
-              onEvent: (event) => ledger.events.push(event),
+              onEvent: (event) => ledger.record(event),
             },
             { interceptor },
           ),

@@ -4,32 +4,23 @@ import { Body, Controller, HttpException, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Args, GraphQLModule, Int, Mutation, Query, Resolver } from '@nestjs/graphql';
 import {
-  ClientProxyFactory,
   GrpcMethod,
-  MessagePattern,
   type MicroserviceOptions,
-  Payload,
   RpcException,
   Transport,
 } from '@nestjs/microservices';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { GraphQLError } from 'graphql';
-import { randomUUID } from 'node:crypto';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { firstValueFrom } from 'rxjs';
 import { Idempotent, IdempotencyService } from '../../../lib';
-import { requireBroker, RMQ_URL, withKey, transportSetup } from '../microservice-app';
 import { listen } from '../http-app';
 import { findFreePort } from '../redis-server';
 import { post } from '../test-app';
-import { type Answer, Declined, DECLINED, type EntryPoint, Ledger } from './harness';
-
-/** Turns the handler's refusal into `transport`'s error; anything else passes unchanged. */
-const declinedAs = (error: unknown, transport: (message: string) => unknown) =>
-  error instanceof Declined ? transport(error.message) : error;
+import { type Answer, DECLINED, declinedAs, type EntryPoint, Ledger } from './harness';
+import { rmqEventConsumer, rmqMessageConsumer } from './rmq-entry-points';
 
 @Controller('payments')
 class PaymentsController {
@@ -262,70 +253,6 @@ const grpcMethod: EntryPoint = {
   },
 };
 
-/** The pattern of the RabbitMQ consumer, per test run. */
-const PAY = `payments.pay.tx.${randomUUID().slice(0, 8)}`;
-
-@Controller()
-class PaymentsRmqConsumer {
-  constructor(
-    private readonly ledger: Ledger,
-    private readonly txHost: TransactionHost,
-  ) {}
-
-  @MessagePattern(PAY)
-  @Idempotent({ transactional: true })
-  async pay(@Payload() command: { item: string }): Promise<{ id: number }> {
-    try {
-      return { id: await this.ledger.pay(this.txHost.tx, command.item) };
-    } catch (error) {
-      throw declinedAs(error, (message) => new RpcException({ status: 'error', message }));
-    }
-  }
-}
-
-/** A `@MessagePattern` consumer on RabbitMQ. */
-const rmqConsumer: EntryPoint = {
-  name: 'RabbitMQ consumer',
-  declined: DECLINED,
-  fenced: /./,
-  async start(imports, ledger) {
-    await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
-    @Module({
-      imports: imports(true),
-      controllers: [PaymentsRmqConsumer],
-      providers: [{ provide: Ledger, useValue: ledger }],
-    })
-    class RmqModule {}
-    const setup = await transportSetup('rmq', undefined, `idempotency-tx-${randomUUID()}`);
-    const app = await NestFactory.createMicroservice(RmqModule, {
-      transport: setup.transport,
-      options: setup.options,
-      logger: false,
-    } as never);
-    await app.listen();
-    const client = ClientProxyFactory.create({
-      transport: Transport.RMQ,
-      options: setup.options,
-    } as never);
-    await client.connect();
-    return {
-      app,
-      async call(key, item) {
-        try {
-          const value = await firstValueFrom(client.send(PAY, withKey(setup, { item }, key)));
-          return { ok: true, value, text: JSON.stringify(value) };
-        } catch (error) {
-          return { ok: false, value: error, text: (error as { message: string }).message };
-        }
-      },
-      async close() {
-        await client.close();
-        await app.close();
-      },
-    };
-  },
-};
-
 /** Every entry point the transactional matrix runs. */
 export const ENTRY_POINTS: EntryPoint[] = [
   route('express'),
@@ -333,5 +260,6 @@ export const ENTRY_POINTS: EntryPoint[] = [
   run,
   graphql,
   grpcMethod,
-  rmqConsumer,
+  rmqMessageConsumer,
+  rmqEventConsumer,
 ];

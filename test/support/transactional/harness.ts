@@ -28,6 +28,10 @@ export class Declined extends Error {
   }
 }
 
+/** Turns the handler's refusal into `transport`'s error; anything else passes unchanged. */
+export const declinedAs = (error: unknown, transport: (message: string) => unknown) =>
+  error instanceof Declined ? transport(error.message) : error;
+
 /**
  * The handler every entry point serves, and what the tests read beside the database: the events
  * the module reported, and holds that keep a handler open after its write until the test lets go.
@@ -35,6 +39,7 @@ export class Declined extends Error {
 export class Ledger {
   readonly events: IdempotencyEvent[] = [];
   private readonly declined = new Set<string>();
+  private listeners: (() => void)[] = [];
   private readonly holds = new Map<string, { started: () => void; released: Promise<void> }>();
 
   constructor(private readonly orm: OpenOrm) {}
@@ -66,6 +71,48 @@ export class Ledger {
     const released = new Promise<void>((resolve) => (release = resolve));
     this.holds.set(item, { started, released });
     return { started: startedPromise, release };
+  }
+
+  /** The module's onEvent listener: keeps the event and wakes {@link Ledger.next}'s callers. */
+  record(event: IdempotencyEvent): void {
+    this.events.push(event);
+    for (const listener of [...this.listeners]) listener();
+  }
+
+  /**
+   * The first event at or after index `from` that `matches`, as soon as it is reported; rejects
+   * after `timeoutMs`, so a missing event fails the test instead of hanging it.
+   */
+  next(
+    from: number,
+    matches: (event: IdempotencyEvent) => boolean,
+    { timeoutMs = 10_000, signal }: { timeoutMs?: number; signal?: AbortSignal } = {},
+  ): Promise<IdempotencyEvent> {
+    return new Promise((resolve, reject) => {
+      const done = () => {
+        this.listeners = this.listeners.filter((listener) => listener !== check);
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', abort);
+      };
+      const look = () => {
+        const found = this.events.slice(from).find(matches);
+        if (!found) return false;
+        done();
+        resolve(found);
+        return true;
+      };
+      const check = () => void look();
+      const abort = () => {
+        done();
+        reject(new Error('no longer awaited'));
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no matching event within ${timeoutMs} ms`));
+      }, timeoutMs);
+      signal?.addEventListener('abort', abort);
+      if (!look()) this.listeners.push(check);
+    });
   }
 
   /** The types of the events since `mark` (`events.length` then): a test's own calls. */
