@@ -28,6 +28,26 @@ const P = {
 let executions: Executions;
 type Entry = { eventId: string | number; failFirst?: boolean };
 
+/**
+ * Sends `entry` twice through `send`, the second while the first runs (it waits), and lets the
+ * first finish; resolves once the second's `outcome` (its replay, or its own run) was reported.
+ */
+async function duplicateWhileFirstRuns(
+  send: (entry: Entry) => void,
+  entry: Entry,
+  outcome: 'replayed' | 'completed',
+): Promise<void> {
+  const started = executions.nextStarted();
+  send(entry);
+  const release = await started;
+  const waiting = executions.waitFor('waiting');
+  send(entry);
+  await waiting;
+  const done = executions.waitFor(outcome);
+  release();
+  await done;
+}
+
 /** Holds its first run until the test releases it; fails it then when asked to. */
 async function firstRunHeld(name: string, entry: Entry): Promise<number> {
   const run = executions.hit(name);
@@ -117,30 +137,14 @@ describe.each(['tcp', 'redis', 'nats', 'mqtt'] as const)(
     it('is skipped once the first completed', async () => {
       executions.counts.clear();
       const eventId = randomUUID();
-      const started = executions.nextStarted();
-      emit({ eventId });
-      const release = await started;
-      const waiting = executions.waitFor('waiting');
-      emit({ eventId });
-      await waiting;
-      const replayed = executions.waitFor('replayed');
-      release();
-      await replayed;
+      await duplicateWhileFirstRuns(emit, { eventId }, 'replayed');
       expect(executions.count('ledger')).toBe(1);
     });
 
     it('runs once the first failed (before, it was refused as in progress and lost)', async () => {
       executions.counts.clear();
       const eventId = randomUUID();
-      const started = executions.nextStarted();
-      emit({ eventId, failFirst: true });
-      const release = await started;
-      const waiting = executions.waitFor('waiting');
-      emit({ eventId, failFirst: true });
-      await waiting;
-      const completed = executions.waitFor('completed');
-      release();
-      await completed;
+      await duplicateWhileFirstRuns(emit, { eventId, failFirst: true }, 'completed');
       expect(executions.count('ledger')).toBe(2);
     });
 
@@ -215,15 +219,7 @@ describe('RabbitMQ with manual ack and prefetch 20 (rmqManualAck)', () => {
   it('settles a duplicate event that arrives while the first runs: ran once, nothing unacked', async () => {
     executions.counts.clear();
     const eventId = randomUUID();
-    const started = executions.nextStarted();
-    event({ eventId });
-    const release = await started;
-    const waiting = executions.waitFor('waiting');
-    event({ eventId });
-    await waiting;
-    const replayed = executions.waitFor('replayed');
-    release();
-    await replayed;
+    await duplicateWhileFirstRuns(event, { eventId }, 'replayed');
     expect(executions.count('ack-event')).toBe(1);
     expect(await leftInQueue()).toBe(0);
   });
@@ -231,15 +227,7 @@ describe('RabbitMQ with manual ack and prefetch 20 (rmqManualAck)', () => {
   it('runs the duplicate when the first failed, and settles both', async () => {
     executions.counts.clear();
     const eventId = randomUUID();
-    const started = executions.nextStarted();
-    event({ eventId, failFirst: true });
-    const release = await started;
-    const waiting = executions.waitFor('waiting');
-    event({ eventId, failFirst: true });
-    await waiting;
-    const completed = executions.waitFor('completed');
-    release();
-    await completed;
+    await duplicateWhileFirstRuns(event, { eventId, failFirst: true }, 'completed');
     expect(executions.count('ack-event')).toBe(2);
     expect(await leftInQueue()).toBe(0);
   });
