@@ -4,12 +4,9 @@ import { randomUUID } from 'node:crypto';
 import { lastValueFrom } from 'rxjs';
 import { Idempotent, rmqManualAck } from '../../lib';
 import {
-  MQTT_URL,
-  NATS_URL,
-  requireBroker,
+  requireTransport,
   RMQ_URL,
   startConsumer,
-  TransportName,
   transportSetup,
   withHeaders,
   withKey,
@@ -94,17 +91,6 @@ async function settle<T>(context: RmqContext, work: () => Promise<T>): Promise<T
     context.getChannelRef().nack(context.getMessage(), false, false);
     throw error;
   }
-}
-
-const BROKERS: Partial<Record<TransportName, [string, string]>> = {
-  nats: ['NATS', NATS_URL],
-  rmq: ['RabbitMQ', RMQ_URL],
-  mqtt: ['Mosquitto', MQTT_URL],
-};
-
-async function requireTransport(name: TransportName): Promise<void> {
-  const broker = BROKERS[name];
-  if (broker) await requireBroker(broker[0], '127.0.0.1', Number(new URL(broker[1]).port));
 }
 
 describe.each(['tcp', 'redis', 'nats', 'mqtt'] as const)(

@@ -5,11 +5,12 @@ import {
   NATS_URL,
   PATTERNS,
   requireBroker,
+  requireTransport,
   RMQ_URL,
   startConsumer,
   TransportName,
-  transportSetup,
   TransportSetup,
+  transportSetup,
   withHeaders,
   withKey,
 } from '../support/microservice-app';
@@ -39,10 +40,7 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
   let consumer: Consumer;
 
   beforeAll(async () => {
-    if (name === 'nats') await requireBroker('NATS', '127.0.0.1', Number(new URL(NATS_URL).port));
-    if (name === 'rmq') await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
-    if (name === 'mqtt')
-      await requireBroker('Mosquitto', '127.0.0.1', Number(new URL(MQTT_URL).port));
+    await requireTransport(name);
     // The Redis transport gets a private server: its pub/sub channels are then ours alone.
     if (name === 'redis') transportRedis = await startRedisServer();
     setup = await transportSetup(name, transportRedis);

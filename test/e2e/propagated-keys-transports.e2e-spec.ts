@@ -12,14 +12,11 @@ import { randomUUID } from 'node:crypto';
 import { firstValueFrom } from 'rxjs';
 import { Idempotent, IdempotencyModule } from '../../lib';
 import {
-  type Consumer,
-  MQTT_URL,
-  NATS_URL,
-  requireBroker,
-  RMQ_URL,
+  requireTransport,
   startConsumer,
-  type TransportName,
   transportSetup,
+  type Consumer,
+  type TransportName,
 } from '../support/microservice-app';
 import { cleanUpPrefix, testRedisUrl, uniquePrefix } from '../support/redis';
 import { type RedisProcess, startRedisServer } from '../support/redis-server';
@@ -93,10 +90,7 @@ describe.each(TRANSPORTS)('propagateKeys through ClientProxy on %s', (name) => {
   let url: string;
 
   beforeAll(async () => {
-    if (name === 'nats') await requireBroker('NATS', '127.0.0.1', Number(new URL(NATS_URL).port));
-    if (name === 'rmq') await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
-    if (name === 'mqtt')
-      await requireBroker('Mosquitto', '127.0.0.1', Number(new URL(MQTT_URL).port));
+    await requireTransport(name);
     if (name === 'redis') transportRedis = await startRedisServer();
     const setup = await transportSetup(name, transportRedis, `propagated-${RUN}-${name}`);
     executions = new Executions();

@@ -23,8 +23,7 @@ import { randomUUID } from 'node:crypto';
 import { firstValueFrom, lastValueFrom, type Observable, tap } from 'rxjs';
 import { Idempotent, type IdempotencyEvent } from '../../../lib';
 import {
-  requireBroker,
-  RMQ_URL,
+  requireTransport,
   transportSetup,
   type TransportSetup,
   withHeaders,
@@ -97,7 +96,7 @@ async function startConsumers(
   imports: EntryPointImports,
   ledger: Ledger,
 ): Promise<{ setup: TransportSetup; app: INestMicroservice; client: ClientProxy }> {
-  await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
+  await requireTransport('rmq');
   @Module({
     imports: imports(true),
     controllers: [PaymentsRmqConsumer],
