@@ -6,11 +6,11 @@ import {
   Controller,
   Post,
 } from '@nestjs/common';
-import { APP_INTERCEPTOR, NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { APP_INTERCEPTOR } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import { Idempotent, IdempotencyInterceptor, IdempotencyModule } from '../../lib';
 import type { ResolvedIdempotencyOptions } from '../../lib/interfaces/idempotency-options.interface';
+import { listen } from '../support/http-app';
 import { PLATFORMS, Platform, post } from '../support/test-app';
 
 /**
@@ -57,12 +57,7 @@ describe.each(PLATFORMS)(
         providers: [{ provide: APP_INTERCEPTOR, useClass: EveryPostIsIdempotent }],
       })
       class AppModule {}
-      app =
-        platform === 'fastify'
-          ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-          : await NestFactory.create(AppModule, { logger: false });
-      await app.listen(0, '127.0.0.1');
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      ({ app, url } = await listen(platform, AppModule));
     });
     afterAll(async () => {
       await app?.close();

@@ -3,18 +3,15 @@ import {
   Catch,
   Controller,
   ExceptionFilter,
-  INestApplication,
-  Module,
   Post,
   UseFilters,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { RpcException } from '@nestjs/microservices';
 import { randomUUID } from 'node:crypto';
-import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
-import { PLATFORMS, Platform, post } from '../support/test-app';
+import { Idempotent } from '../../lib';
+import { appForSuite } from '../support/http-app';
+import { cleanUpPrefix, storeOptions, STORES, uniquePrefix } from '../support/redis';
+import { PLATFORMS, post } from '../support/test-app';
 
 /**
  * storeErrors promises: "A replayed error has the same status, body and allowlisted headers" as
@@ -100,44 +97,21 @@ class ErrorsController {
   }
 }
 
-async function start(platform: Platform, options: IdempotencyModuleOptions) {
-  @Module({ imports: [IdempotencyModule.forRoot(options)], controllers: [ErrorsController] })
-  class AppModule {}
-  const app: INestApplication =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
-}
-
-describe.each(PLATFORMS)('stored errors under attack on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
-    const prefix = uniquePrefix('attack-errors');
-    let app: INestApplication;
-    let url: string;
-
-    beforeAll(async () => {
-      app = await start(platform, {
-        keyPrefix: prefix,
-        ...(storeName === 'redis' ? { redis: testRedisUrl() } : {}),
-      });
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
-    });
-    afterAll(async () => {
-      await app?.close();
-      if (storeName === 'redis') {
-        const redis = inspectionClient();
-        await deleteKeysUnder(redis, prefix);
-        await redis.quit();
-      }
-    });
+describe.each(PLATFORMS)('stored errors replayed as first answered, on %s', (platform) => {
+  describe.each(STORES)('with the %s store', (storeName) => {
+    const prefix = uniquePrefix('stored-errors');
+    const suite = appForSuite(
+      platform,
+      [ErrorsController],
+      () => storeOptions(storeName, prefix),
+      () => cleanUpPrefix(prefix),
+    );
 
     const twice = async (path: string) => {
       const key = randomUUID();
       const before = runs;
-      const first = await post(url, path, { key });
-      const replay = await post(url, path, { key });
+      const first = await post(suite.url, path, { key });
+      const replay = await post(suite.url, path, { key });
       return { first, replay, ran: runs - before };
     };
 

@@ -1,8 +1,7 @@
 import { Controller, INestApplication, Module, Post } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
 import { Idempotent, IdempotencyModule } from '../../lib';
+import { listen } from '../support/http-app';
 import { PLATFORMS, Platform, post } from '../support/test-app';
 
 /**
@@ -65,15 +64,10 @@ class HooksController {
   }
 }
 
-async function start(platform: Platform): Promise<INestApplication> {
+async function start(platform: Platform): ReturnType<typeof listen> {
   @Module({ imports: [IdempotencyModule.forRoot({})], controllers: [HooksController] })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
+  return listen(platform, AppModule);
 }
 
 /** The status, or 'no answer' when none came within `ms`. */
@@ -86,13 +80,12 @@ async function statusWithin(url: string, path: string, ms: number): Promise<numb
   }
 }
 
-describe.each(PLATFORMS)('key and fingerprint functions under attack on %s', (platform) => {
+describe.each(PLATFORMS)('key and fingerprint functions that throw or hang, on %s', (platform) => {
   let app: INestApplication;
   let url: string;
 
   beforeAll(async () => {
-    app = await start(platform);
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    ({ app, url } = await start(platform));
   });
   afterAll(async () => {
     await app?.close();

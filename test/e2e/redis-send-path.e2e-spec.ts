@@ -4,7 +4,7 @@ import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '.
 import { RedisProcess, startRedisServer } from '../support/redis-server';
 import { setTimeout as realSetTimeout } from 'node:timers';
 
-/** Hostile tests of the direct, corked send path of the Redis store (single node). */
+/** The direct, corked send path of the Redis store (single node). */
 
 type Outcome =
   { state: 'fulfilled'; value: unknown } | { state: 'rejected'; error: Error } | { state: 'hung' };
@@ -68,7 +68,7 @@ async function privateServer(port?: number): Promise<RedisProcess> {
 }
 
 describe('shared Redis: values through the corked direct path', () => {
-  const prefix = uniquePrefix('attack-send');
+  const prefix = uniquePrefix('send-path');
   let client: Redis;
   let store: RedisIdempotencyStore;
   const k = (name: string) => `${prefix}{${name}}`;
@@ -212,7 +212,7 @@ describe('shared Redis: values through the corked direct path', () => {
 });
 
 describe('user commands interleaved in the same turn on an auto-pipelining client', () => {
-  const prefix = uniquePrefix('attack-send-ap');
+  const prefix = uniquePrefix('send-path-ap');
   let client: Redis;
   let store: RedisIdempotencyStore;
 
@@ -284,7 +284,7 @@ describe('user commands interleaved in the same turn on an auto-pipelining clien
 });
 
 describe('client options', () => {
-  const prefix = uniquePrefix('attack-send-opt');
+  const prefix = uniquePrefix('send-path-opt');
 
   afterAll(async () => {
     await dropKeys(prefix);
@@ -598,7 +598,7 @@ describe('dropped connections and dead servers', () => {
 });
 
 describe('more turns', () => {
-  const prefix = uniquePrefix('attack-send-more');
+  const prefix = uniquePrefix('send-path-more');
   afterAll(async () => {
     await dropKeys(prefix);
   });

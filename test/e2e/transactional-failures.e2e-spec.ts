@@ -1,23 +1,25 @@
-import { ClsPluginTransactional, TransactionHost } from '@nestjs-cls/transactional';
+import { TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Controller, Headers, INestApplication, Module, Post, Res } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
-import { ClsModule } from 'nestjs-cls';
 import { randomUUID } from 'node:crypto';
 import type { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { Idempotent, IdempotencyEvent, IdempotencyModule } from '../../lib';
 import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
+import { listen } from '../support/http-app';
 import { PLATFORMS, Platform, post } from '../support/test-app';
+import { transactionalImports } from '../support/transactional/harness';
 
 /**
  * `transactional: true` promises that the handler's writes and the record commit together or not
- * at all ("exactly one payment row per key, always"). These attack the paths where the record is
- * NOT written but the transaction still commits, or where a rolled-back request keeps its key.
+ * at all ("exactly one payment row per key, always"), on every entry point and adapter
+ * (transactional.e2e-spec.ts). These are the paths where the record is NOT written but the
+ * transaction could still commit, or where a rolled-back request could keep its key; and the
+ * set-ups that cannot keep the promise, refused at boot.
  */
-const records = uniqueTable('attack_tx_records');
-const payments = uniqueTable('attack_tx_payments');
+const records = uniqueTable('tx_failures_records');
+const payments = uniqueTable('tx_failures_payments');
 const attempts = new Map<string, number>();
 
 @Controller('payments')
@@ -106,44 +108,27 @@ class SelfAnsweredController {
   }
 }
 
-const deferredTable = uniqueTable('attack_tx_deferred');
+const deferredTable = uniqueTable('tx_failures_deferred');
 
-async function start(platform: Platform, events: IdempotencyEvent[]): Promise<INestApplication> {
+async function start(platform: Platform, events: IdempotencyEvent[]): ReturnType<typeof listen> {
   const dataSource = new DataSource({ type: 'postgres', url: testPostgresUrl() });
   @Module({
-    providers: [{ provide: DataSource, useFactory: () => dataSource.initialize() }],
-    exports: [DataSource],
-  })
-  class DatabaseModule {}
-  @Module({
-    imports: [
-      DatabaseModule,
-      ClsModule.forRoot({
-        plugins: [
-          new ClsPluginTransactional({
-            imports: [DatabaseModule],
-            adapter: new TransactionalAdapterTypeOrm({ dataSourceToken: DataSource }),
-          }),
-        ],
-      }),
-      IdempotencyModule.forRoot({
+    imports: transactionalImports(
+      { provide: DataSource, useFactory: () => dataSource.initialize() },
+      (dataSourceToken) => new TransactionalAdapterTypeOrm({ dataSourceToken }),
+      {
         postgres: { connectionString: testPostgresUrl(), table: records, ensureSchema: true },
         scope: 'public',
         onEvent: (event) => events.push(event),
-      }),
-    ],
+      },
+    ),
     controllers: [PaymentsController, LedgerController],
   })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
+  return listen(platform, AppModule);
 }
 
-describe.each(PLATFORMS)('transactional under attack on %s', (platform) => {
+describe.each(PLATFORMS)('transactional failures on %s', (platform) => {
   const events: IdempotencyEvent[] = [];
   let pool: Pool;
   let app: INestApplication;
@@ -155,8 +140,7 @@ describe.each(PLATFORMS)('transactional under attack on %s', (platform) => {
     await pool.query(
       `CREATE TABLE IF NOT EXISTS "${deferredTable}" (ref text UNIQUE DEFERRABLE INITIALLY DEFERRED)`,
     );
-    app = await start(platform, events);
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    ({ app, url } = await start(platform, events));
   });
   afterAll(async () => {
     await app?.close();
@@ -255,5 +239,49 @@ describe('transactional with a handler that answers itself', () => {
     const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
     await expect(app.init()).rejects.toThrow(/answers through @Res\(\) or @Next\(\)/);
     await app.close();
+  });
+});
+
+describe('transactional, misconfigured', () => {
+  @Controller('misconfigured')
+  class MisconfiguredController {
+    @Post()
+    @Idempotent({ transactional: true })
+    create() {
+      return {};
+    }
+  }
+
+  const boot = async (options: Parameters<typeof IdempotencyModule.forRoot>[0]) => {
+    @Module({
+      imports: [IdempotencyModule.forRoot({ scope: 'public', ...options })],
+      controllers: [MisconfiguredController],
+    })
+    class AppModule {}
+    const app = await NestFactory.create(AppModule, { logger: false, abortOnError: false });
+    try {
+      await app.init();
+    } finally {
+      await app.close();
+    }
+  };
+
+  it('fails at boot on a store that cannot write in the app’s transaction', async () => {
+    await expect(boot({})).rejects.toThrow(
+      /`transactional` needs a store that writes in the app's transaction .*MemoryIdempotencyStore/,
+    );
+  });
+
+  it('fails at boot when the app registered no TransactionHost', async () => {
+    const table = uniqueTable('tx_misconfigured');
+    const pool = await testPool();
+    try {
+      await expect(
+        boot({ postgres: { connectionString: testPostgresUrl(), table, ensureSchema: true } }),
+      ).rejects.toThrow(/register ClsModule with ClsPluginTransactional/);
+    } finally {
+      await dropTable(pool, table);
+      await pool.end();
+    }
   });
 });

@@ -3,19 +3,16 @@ import {
   CanActivate,
   Controller,
   ExecutionContext,
-  INestApplication,
   Injectable,
-  Module,
   Post,
   Req,
   UseGuards,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
-import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
-import { PLATFORMS, Platform, post } from '../support/test-app';
+import { Idempotent } from '../../lib';
+import { appForSuite } from '../support/http-app';
+import { cleanUpPrefix, storeOptions, STORES, uniquePrefix } from '../support/redis';
+import { PLATFORMS, post } from '../support/test-app';
 
 /**
  * A `scope` function is how multi-tenant apps keep tenants apart. Its result is turned into the
@@ -63,53 +60,27 @@ class InvoicesController {
   }
 }
 
-async function start(platform: Platform, options: IdempotencyModuleOptions) {
-  @Module({
-    imports: [IdempotencyModule.forRoot(options)],
-    controllers: [InvoicesController],
-  })
-  class AppModule {}
-  const app: INestApplication =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
-}
-
 describe.each(PLATFORMS)('tenant scope on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
-    const prefix = uniquePrefix('attack-scope');
-    let app: INestApplication;
-    let url: string;
-
-    beforeAll(async () => {
-      app = await start(platform, {
-        keyPrefix: prefix,
-        ...(storeName === 'redis' ? { redis: testRedisUrl() } : {}),
-      });
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
-    });
-    afterAll(async () => {
-      await app?.close();
-      if (storeName === 'redis') {
-        const redis = inspectionClient();
-        await deleteKeysUnder(redis, prefix);
-        await redis.quit();
-      }
-    });
+  describe.each(STORES)('with the %s store', (storeName) => {
+    const prefix = uniquePrefix('tenant-scope');
+    const suite = appForSuite(
+      platform,
+      [InvoicesController],
+      () => storeOptions(storeName, prefix),
+      () => cleanUpPrefix(prefix),
+    );
 
     it.each(['object', 'async'])(
       'tenant B never gets tenant A’s response replayed (scope function returning %s)',
       async (route) => {
         const key = randomUUID();
         const body = { amount: 100 };
-        const a = await post(url, `/invoices/${route}`, {
+        const a = await post(suite.url, `/invoices/${route}`, {
           key,
           body,
           headers: { 'x-tenant': 'a' },
         });
-        const b = await post(url, `/invoices/${route}`, {
+        const b = await post(suite.url, `/invoices/${route}`, {
           key,
           body,
           headers: { 'x-tenant': 'b' },
