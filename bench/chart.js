@@ -1,6 +1,8 @@
 // The README's chart as a self-contained SVG (plain JS, no dependencies): for every lane, its
 // first executions and replays as req/s relative to the lane's own plain path, with the min-max
-// of the rounds and a line at 1.0. `node bench/report.js` redraws it from latest.json.
+// of the rounds and a line at 1.0. Not the run() lanes: their plain path is the function alone,
+// a call of a microsecond, so their ratios are all near zero (the table has their figures).
+// `node bench/report.js` redraws it from latest.json.
 
 const escape = (text) =>
   String(text).replace(
@@ -17,7 +19,8 @@ const PEER_COLORS = { first: '#c2410c', replay: '#fdba74' };
 function renderChart(results) {
   const rows = [];
   for (const r of results.throughput) {
-    if (!BARS.some(([s]) => s === r.scenario) || r.skipped || !r.ratio) continue;
+    if (!BARS.some(([s]) => s === r.scenario) || r.skipped || !r.ratio || r.kind === 'run')
+      continue;
     let entry = rows.find((e) => e.lane === r.lane);
     if (!entry)
       rows.push((entry = { lane: r.lane, label: r.label, ours: r.library === 'ours', bars: {} }));

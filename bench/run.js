@@ -97,7 +97,7 @@ async function main() {
   const laneCount = groups.reduce((n, g) => n + g.lanes.length, 0);
   console.log(
     `${config.QUICK ? 'Quick run' : 'Run'}: ${laneCount} lanes in ${groups.length} groups; ` +
-      `about ${Math.round(estimate(groups) / 60)} minutes of measurements`,
+      `about ${Math.round(estimate(groups) / 60)} minutes`,
   );
   const storeCpu = new StoreCpu({
     redisPid: redisServer.pid,

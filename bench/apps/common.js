@@ -87,15 +87,38 @@ function readJson(req) {
   });
 }
 
+/** The CPU profiler of this process (node:inspector), started and stopped by bench/profile.js. */
+let session;
+async function profiler({ action }) {
+  const inspector = require('node:inspector');
+  const post = (method, params) =>
+    new Promise((done, fail) =>
+      session.post(method, params, (error, result) => (error ? fail(error) : done(result))),
+    );
+  if (action === 'start') {
+    session = new inspector.Session();
+    session.connect();
+    await post('Profiler.enable');
+    await post('Profiler.setSamplingInterval', { interval: 100 });
+    await post('Profiler.start');
+    return {};
+  }
+  const { profile } = await post('Profiler.stop');
+  session.disconnect();
+  return { profile };
+}
+
 /**
  * The control server: GET /stats (counters), POST /held {key} (answers once a handler holds the
- * key), POST /release {key}, and `routes` of the app's own (path -> async (body) => answer).
+ * key), POST /release {key}, POST /profile {action: start|stop}, and `routes` of the app's own
+ * (path -> async (body) => answer).
  */
 function startControl(routes = {}) {
   const all = {
     '/stats': async () => ({ ...counters, rss: process.memoryUsage.rss() }),
     '/held': async ({ key }) => ({ held: await holds.whenHeld(key) }),
     '/release': async ({ key }) => ({ released: holds.release(key) }),
+    '/profile': profiler,
     ...routes,
   };
   const server = http.createServer(async (req, res) => {

@@ -23,8 +23,11 @@ const SCRIPTS = {
 /** The table a SQL lane's records go to (dropped before and after the run). */
 const tableOf = (lane) => `bench_${lane.id.replace(/[^a-z0-9]/gi, '_')}`;
 
-/** Starts the lane's app; resolves with { lane, pid, base, port, control }. */
-async function startApp(lane, { redisUrl, postgresUrl, mysqlUrl }) {
+/**
+ * Starts the lane's app; resolves with { lane, pid, base, port, control }. `library` runs another
+ * build of this library (LIBRARY), `nodeBin` another Node (bench/als.js).
+ */
+async function startApp(lane, { redisUrl, postgresUrl, mysqlUrl, library, nodeBin }) {
   const env = {
     STORE: lane.store,
     REDIS_URL: redisUrl,
@@ -36,9 +39,10 @@ async function startApp(lane, { redisUrl, postgresUrl, mysqlUrl }) {
     ADAPTER: lane.kind === 'fastify' ? 'fastify' : 'express',
     DRIVER: lane.kind === 'mercurius' ? 'mercurius' : 'apollo',
     LOCAL_CACHE: lane.localCache ? '1' : '0',
+    ...(library && { LIBRARY: library }),
   };
   const script = join(BENCH, SCRIPTS[lane.library](lane));
-  const { match, pid, child } = await start(process.execPath, [script], {
+  const { match, pid, child } = await start(nodeBin ?? process.execPath, [script], {
     env,
     ready: /READY (\d+) (\d+)/,
     name: lane.id,

@@ -11,7 +11,7 @@ const list = (value) => (value ? value.split(',').filter(Boolean) : undefined);
 module.exports = {
   QUICK,
   /** Seconds per measurement. */
-  DURATION: num('BENCH_DURATION', 1.5, 0.5),
+  DURATION: num('BENCH_DURATION', 1.25, 0.5),
   /** Seconds of warm-up per measurement before the rounds (0: none). */
   WARMUP: num('BENCH_WARMUP', 0.5, 0.25),
   /** Rounds of the comparison groups. */

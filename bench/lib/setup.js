@@ -55,7 +55,7 @@ async function startRedis() {
     ],
     { ready: /Ready to accept connections/, name: 'redis-server' },
   );
-  return { url: `redis://127.0.0.1:${port}`, pid, version: /v=(\S+)/.exec(out)?.[1] };
+  return { url: `redis://127.0.0.1:${port}`, pid, version: /version=([\d.]+)/.exec(out)?.[1] };
 }
 
 /** Whether the SQL server answers; drops the tables `lanes` would use. */
