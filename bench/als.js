@@ -6,8 +6,8 @@
 // replay; interleaved rounds, app CPU µs per request, medians. The copy is a measuring device,
 // never a build to ship: without the context derivedIdempotencyKey() and propagateKeys fail.
 // Env: NODE_BINS (paths of node binaries, ':'-separated; default: the Node 22, 24 and 26 that
-// .ci/run caches, and this one), ROUNDS (5), DURATION (1.5 s).
-const { cpSync, existsSync, mkdtempSync, readFileSync, writeFileSync } = require('node:fs');
+// .ci/run caches, and this one), KINDS (run,express), ROUNDS (5), DURATION (1.5 s).
+const { cpSync, existsSync, readFileSync, rmSync, writeFileSync } = require('node:fs');
 const os = require('node:os');
 const { join } = require('node:path');
 const { startApp, stopApp, control } = require('./lib/apps');
@@ -27,9 +27,13 @@ const nodeBins = () => {
   return cached.length ? cached : [process.execPath];
 };
 
-/** dist/ copied, with the claimed handler run directly instead of inside the context. */
+/**
+ * dist/ copied, with the claimed handler run directly instead of inside the context; under
+ * bench/ (git ignores it), so that it resolves NestJS from the root's node_modules as dist/ does.
+ */
 function withoutContext() {
-  const dir = join(mkdtempSync(join(os.tmpdir(), 'bench-als-')), 'dist');
+  const dir = join(__dirname, '.als', 'dist');
+  rmSync(dir, { recursive: true, force: true });
   cpSync(join(__dirname, '..', 'dist'), dir, { recursive: true });
   const file = join(dir, 'propagation', 'derived-key.js');
   const source = readFileSync(file, 'utf8');
@@ -39,10 +43,17 @@ function withoutContext() {
   return dir;
 }
 
-const SCENARIOS = {
+// The plain route too: on Node 22 the first AsyncLocalStorage.run() turns promise hooks on for
+// the whole process, so routes that claim nothing may pay as well.
+const ALL = {
   run: ['first', 'first16', 'replay'],
-  express: ['first', 'replay'],
+  express: ['plain', 'first', 'replay'],
 };
+const SCENARIOS = Object.fromEntries(
+  Object.entries(ALL).filter(
+    ([kind]) => !process.env.KINDS || process.env.KINDS.split(',').includes(kind),
+  ),
+);
 
 async function main() {
   const builds = { context: join(__dirname, '..', 'dist'), none: withoutContext() };

@@ -11,6 +11,7 @@ export default [
       '**/nestarc/dist/**',
       '**/peer/ours-dist/**',
       '**/peer/lib-*/**',
+      '**/.als/**',
     ],
   },
   js.configs.recommended,

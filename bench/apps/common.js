@@ -50,6 +50,8 @@ function moduleOptions() {
   const { MemoryIdempotencyStore } = load(LIBRARY);
   const table = process.env.TABLE;
   const stores = {
+    // Room for every record of a run (its defaults are 10 000 and 32 MiB): a first-execution
+    // load would otherwise evict the replay scenario's record within a second.
     memory: () => ({
       store: new MemoryIdempotencyStore({ maxEntries: 5_000_000, maxBytes: 4 * 2 ** 30 }),
     }),

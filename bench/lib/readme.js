@@ -47,7 +47,11 @@ function section(r) {
   );
   out('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
   for (const row of r.throughput) {
-    const scenario = SCENARIOS[row.scenario].label;
+    const scenario =
+      SCENARIOS[row.scenario].label +
+      (row.handlerRuns && row.handlerRuns !== 'as expected'
+        ? ` (handler ran ${row.handlerRuns})`
+        : '');
     if (row.skipped) {
       out(
         `| ${row.label} | ${scenario} | not measured: ${row.skipped.replace(/\|/g, '/')} | | | | | |`,

@@ -75,6 +75,15 @@ const med = (values, digits = 1) => {
   return finite.length ? round(median(finite), digits) : undefined;
 };
 
+/** 'as expected', or how often the handler ran where it should not have (or the reverse). */
+function handlerRuns(scenario, samples) {
+  const runs = SCENARIOS[scenario].expect === 'executed' ? 1 : 0;
+  const worst = Math.max(...samples.map((x) => Math.abs(x.executions - runs)));
+  return worst < 0.01
+    ? 'as expected'
+    : `${Math.max(...samples.map((x) => x.executions)).toFixed(2)} per request, expected ${runs}`;
+}
+
 /** One row per measurement: medians and min-max of its rounds, ratios to its own plain lane. */
 function summarise(measurements) {
   const find = (lane, scenario) =>
@@ -132,6 +141,9 @@ function summarise(measurements) {
         s.map((x) => x.executions),
         3,
       ),
+      // The probe checked one request; this checks them all: a replay whose record went away
+      // (evicted, expired) would run the handler, and measure first executions instead.
+      handlerRuns: handlerRuns(m.scenario, s),
       requests: total('requests'),
       ok: total('ok'),
       errors: s.reduce((all, x) => {
