@@ -5,6 +5,7 @@ import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import { preparePropagation } from '../propagation/install';
 import { PATTERN_METADATA, RESOLVER_TYPE_METADATA, respondsItself } from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../options';
+import { assertResumableReady } from '../core/steps';
 import { assertTransactionalReady } from '../core/transactions';
 import { controllers } from './outermost';
 import { routeName, routeOptions, staticIdentity } from './route-resolver';
@@ -14,6 +15,8 @@ import { routeName, routeOptions, staticIdentity } from './route-resolver';
  * - a `transactional` route needs a store that writes in the app's transaction and the app's
  *   TransactionHost, and must not answer through `@Res()` / `@Next()` (its response would leave
  *   before the commit, which may still fail);
+ * - a `resumable` route needs a store that records steps (in the app's transaction, when it is
+ *   `transactional` too);
  * - two idempotent microservice handlers must not share an identity (one controller class name,
  *   method and pattern in two modules, both run for an event): the second would be skipped as
  *   the first one's duplicate;
@@ -28,6 +31,7 @@ export function checkRoutes(
 ): void {
   const reflector = new Reflector();
   const transactional: (true | { connectionName?: string })[] = [];
+  const resumable: { name: string; transactional: boolean | { connectionName?: string } }[] = [];
   const identities = new Map<string, { module: object; metatype: object; where: string }>();
   let propagating = options.propagateKeys;
   for (const { module, metatype, handlers } of controllers(modules)) {
@@ -47,6 +51,7 @@ export function checkRoutes(
         }
         transactional.push(route.transactional);
       }
+      if (route.resumable) resumable.push({ name, transactional: route.transactional });
       if (route.keySpace !== undefined || !Reflect.hasMetadata(PATTERN_METADATA, handler)) continue;
       const { id } = staticIdentity(metatype, handler);
       const where = `${name} in ${module.name}`;
@@ -62,6 +67,7 @@ export function checkRoutes(
     }
   }
   assertTransactionalReady(transactional, store, moduleRef);
+  assertResumableReady(resumable, store);
   preparePropagation(propagating, options, modules);
 }
 
