@@ -6,8 +6,8 @@ export type IdempotencyRunKey = string | number | bigint;
 /**
  * Options of `IdempotencyService.run()` and `@IdempotentMethod()`. Every option left out takes the
  * module's value from `forRoot()` (`ttl`, `lockTtl`, `storeTimeout`, `waitTimeout`, `keyPrefix`,
- * `maxKeyLength`, `maxResponseBytes`, `compression`, `onEvent`), except `onConflict`,
- * `storeErrors` and `transactional`, whose defaults below are run()'s own.
+ * `maxKeyLength`, `maxResponseBytes`, `compression`, `onEvent`, `resumable`), except
+ * `onConflict`, `storeErrors` and `transactional`, whose defaults below are run()'s own.
  */
 export interface IdempotencyRunOptions {
   /**

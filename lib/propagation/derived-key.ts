@@ -12,7 +12,9 @@ const DOMAIN = 'nestjs-idempotency derived key v1';
  * request, in any process or replica sharing the module's `keyDerivationSecret`, and different
  * for another request, another label or another secret. It is an HMAC-SHA-256 of the record
  * (route or key space, scope, client key, as the store names the record) and `label`, in
- * base64url (43 characters); it reveals nothing of the client's key.
+ * base64url (43 characters); it reveals nothing of the client's key. Inside a step of a resumable
+ * handler (`IdempotencyService.step()`), it is derived from the step (its place and name) instead:
+ * the same every time that step runs for the request, another in another step.
  *
  * @param label what the call is, stable across re-runs (`'charge'`, `'POST https://api/x'`); one
  *   label names one call: two distinct charges need two labels

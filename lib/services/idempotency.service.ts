@@ -74,6 +74,10 @@ export class IdempotencyService implements BeforeApplicationShutdown {
    * `lockTtl`) cannot overwrite the new owner's result: it returns its own value unstored, or
    * with `transactional` its transaction rolls back and it throws `IdempotencyInProgressError`.
    *
+   * With `resumable`, `fn` may call {@link step}: a call after `fn` failed (or its process died)
+   * returns the recorded results of the steps that finished and runs from the first that did
+   * not; with `transactional` too, each step runs in its own transaction and `fn` in none.
+   *
    * Throws `IdempotencyKeyInvalidError` (bad key), `IdempotencyKeyReusedError` (fingerprint
    * mismatch), `IdempotencyInProgressError`, `IdempotencyStoreUnavailableError` (the store did
    * not answer: `fn` did not run; or, with `transactional`, the record could not be written and

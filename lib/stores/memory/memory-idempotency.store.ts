@@ -58,8 +58,9 @@ interface MemoryRecord {
 }
 
 /**
- * A process-local store with the same semantics as the Redis store, TTLs included. It is the
- * embedded default for local runs and unit tests; it does not protect several app instances.
+ * A process-local store with the same semantics as the Redis store, TTLs included, steps of
+ * resumable handlers too. It is the embedded default for local runs and unit tests; it does not
+ * protect several app instances, and a crash of the process loses its records and steps.
  */
 export class MemoryIdempotencyStore extends IdempotencyStore {
   private readonly records = new Map<string, MemoryRecord>();
