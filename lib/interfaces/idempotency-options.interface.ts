@@ -197,15 +197,10 @@ export interface IdempotencyOptions {
    */
   propagateKeys?: boolean;
   /**
-   * Lets the handler resume where an earlier run of the same request stopped: each
-   * `IdempotencyService.step(name, fn)` it calls runs once per request, and its result is
-   * recorded under the claim, so a re-run (a retry after a crash, a failure that released the
-   * claim, a lease taken over) returns the recorded results of the steps that finished and runs
-   * from the first step that did not. A claim of such a route reads the key's recorded steps;
-   * its completion deletes them. With `transactional`, each step commits its own writes with its
-   * record (one transaction per step, none around the handler). Needs a store that records steps
-   * (memory, Redis, PostgreSQL, MySQL); a store without `recordStep` fails at boot. See
-   * docs/steps.md. Default: false.
+   * Each `IdempotencyService.step()` of the handler runs once per request and is recorded: a re-run
+   * (after a failure, a crash, a lease taken over) resumes after the last recorded step. With
+   * `transactional`, one transaction per step. Needs a store with `recordStep` (checked at boot).
+   * See docs/steps.md. Default: false.
    */
   resumable?: boolean;
 }
