@@ -91,7 +91,8 @@ export async function runStep<T>(
   fn: () => T | Promise<T>,
   options?: IdempotencyStepOptions,
 ): Promise<Awaited<T>> {
-  const where = `IdempotencyService.step(${JSON.stringify(name) ?? String(name)})`;
+  const shown = typeof name === 'string' ? JSON.stringify(name) : typeof name;
+  const where = `IdempotencyService.step(${shown})`;
   if (typeof name !== 'string' || name === '' || name.length > MAX_STEP_NAME) {
     throw new TypeError(`${where}: the name must be a string of 1 to ${MAX_STEP_NAME} characters`);
   }
