@@ -8,7 +8,9 @@ import {
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
 import { createOpenTelemetryMetrics } from '../observability/metrics';
+import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type { ResolvedModuleOptions } from '../options';
+import { inUnclaimedRun } from '../propagation/claim-context';
 import { enterClaim } from '../propagation/run-claimed';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
 import { RecordCipher } from '../utils/encryption';
@@ -18,7 +20,7 @@ import { type Captured, type ErrorCapture, OutcomeRecorder } from './outcome-rec
 import { OutcomeWaiter } from './outcome-waiter';
 import { ClaimSteps, type StepTools } from './steps';
 import { type Claim, StoreCalls } from './store-calls';
-import { type TransactionalOption, Transactions } from './transactions';
+import { Transactions } from './transactions';
 
 /**
  * How long a caller is told to wait, in ms (Retry-After), after a store outage, or after its
@@ -185,10 +187,17 @@ export class ClaimCore {
 
   /**
    * Runs work that has no claim (no key, or `failOpen` with the store down): in the app's
-   * transaction all the same on a `transactional` route, so a caller cannot opt out of it.
+   * transaction all the same on a `transactional` route, so a caller cannot opt out of it; on a
+   * `resumable` route, with its steps run as plain calls (nothing to record them under).
    */
-  unclaimed<T>(transactional: false | TransactionalOption, run: () => Promise<T>): Promise<T> {
-    return transactional ? this.transactions.host(transactional).withTransaction(run) : run();
+  unclaimed<T>(
+    { transactional, resumable }: Pick<ResolvedIdempotencyOptions, 'transactional' | 'resumable'>,
+    run: () => Promise<T>,
+  ): Promise<T> {
+    const work = transactional
+      ? () => this.transactions.host(transactional).withTransaction(run)
+      : run;
+    return resumable ? inUnclaimedRun(work) : work();
   }
 
   /** Stops renewing leases (application shutdown; see {@link StoreCalls.close}). */

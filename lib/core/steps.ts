@@ -9,7 +9,12 @@ import {
 } from '../errors/idempotency.errors';
 import type { IdempotencyStepOptions } from '../interfaces/idempotency-run-options.interface';
 import { checkStepOptions } from '../options/run-options';
-import { type ClaimContext, currentClaim, inStepContext } from '../propagation/claim-context';
+import {
+  type ClaimContext,
+  currentClaim,
+  inStepContext,
+  isUnclaimedRun,
+} from '../propagation/claim-context';
 import type { StoredResponse, StoredStep } from '../stores/idempotency.store';
 import type { RecordCipher, Sealing } from '../utils/encryption';
 import { isPromise } from '../utils/is-promise';
@@ -99,11 +104,13 @@ export async function runStep<T>(
   if (typeof fn !== 'function') throw new TypeError(`${where}: fn must be a function`);
   const checked = checkStepOptions(options, where);
   const context = currentClaim();
+  // A resumable route's request without a claim runs unprotected: its steps are plain calls.
+  if (!context && isUnclaimedRun()) return await fn();
   if (!context) {
     throw new Error(
-      `${where} runs only inside a claimed resumable handler or run(), and there is no claim ` +
-        'here: a request without an idempotency key, one running unprotected (failOpen, store ' +
-        'down), a handler without @Idempotent(), or code outside any request and run()',
+      `${where} runs only inside a resumable handler (@Idempotent({ resumable: true })) or ` +
+        'run() with `resumable: true`, and this code runs in neither: a handler without ' +
+        '@Idempotent(), or code outside any request and run()',
     );
   }
   if (!context.steps) {

@@ -68,15 +68,15 @@ export class ClaimedHandler {
 
   /**
    * The handler of a request that runs without a claim (no key, or `failOpen`): in the app's
-   * transaction all the same on a `transactional` route, so a client cannot opt out of it.
+   * transaction all the same on a `transactional` route, so a client cannot opt out of it; on a
+   * `resumable` one, its steps run as plain calls.
    */
   unclaimed(next: CallHandler, options: ResolvedIdempotencyOptions): Observable<unknown> {
-    const { transactional } = options;
-    if (!transactional) return next.handle();
+    if (!options.transactional && !options.resumable) return next.handle();
     return defer(() => {
       const values: unknown[] = [];
       const run = () => collect(next.handle(), values);
-      return emitWhenSettled(this.core.unclaimed(transactional, run), values);
+      return emitWhenSettled(this.core.unclaimed(options, run), values);
     });
   }
 }

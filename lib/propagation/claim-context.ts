@@ -32,6 +32,8 @@ export interface DerivationSettings {
 }
 
 const claims = new AsyncLocalStorage<ClaimContext>();
+/** Marks a request of a resumable route that runs without a claim (see {@link inUnclaimedRun}). */
+const unclaimed = new AsyncLocalStorage<true>();
 
 /**
  * Runs `fn` in a claim's context (see `runClaimed`, which also wraps the outbound clients).
@@ -54,6 +56,20 @@ export function inClaimContext<T>(
     step: undefined,
   };
   return claims.run(context, fn);
+}
+
+/**
+ * Runs `fn`, the handler of a request on a resumable route that has no claim (no key, or
+ * `failOpen` with the store down), so that its steps run as plain calls: it runs unprotected, as
+ * any handler does without a key, rather than failing at its first step.
+ */
+export function inUnclaimedRun<T>(fn: () => T): T {
+  return unclaimed.run(true, fn);
+}
+
+/** Whether the caller is in a request of a resumable route that runs without a claim. */
+export function isUnclaimedRun(): boolean {
+  return unclaimed.getStore() === true;
 }
 
 /** The context of the claimed run the caller is in, or undefined outside one. */

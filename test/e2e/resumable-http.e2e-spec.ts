@@ -188,6 +188,15 @@ describe.each(PLATFORMS)('resumable handlers over HTTP (%s)', (platform: Platfor
     },
   );
 
+  it('runs a request without a key unprotected: its steps are plain calls, each run runs them all', async () => {
+    world.names = ['order', 'charge'];
+    const unkeyed = () => post(url, '/versioned');
+    expect((await unkeyed()).status).toBe(201);
+    expect((await unkeyed()).status).toBe(201);
+    expect([world.count('attempts', 'order'), world.count('attempts', 'charge')]).toEqual([2, 2]);
+    expect(store.take()).toEqual([]);
+  });
+
   it('costs one store call per step run, none per step resumed, and clears the steps with the completion', async () => {
     const key = randomUUID();
     world.failNext('email');

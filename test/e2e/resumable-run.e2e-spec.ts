@@ -227,7 +227,7 @@ describe('IdempotencyService.run() with resumable: true', () => {
   });
 
   it('refuses step() outside a claim, in a run that is not resumable, inside a step, and with a bad name or option', async () => {
-    await expect(service.step('lonely', () => 1)).rejects.toThrow(/there is no claim here/);
+    await expect(service.step('lonely', () => 1)).rejects.toThrow(/this code runs in neither/);
     await expect(service.run(randomUUID(), () => service.step('x', () => 1))).rejects.toThrow(
       /not resumable; set `resumable: true`/,
     );
