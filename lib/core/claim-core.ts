@@ -10,7 +10,7 @@ import {
 import { createOpenTelemetryMetrics } from '../observability/metrics';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type { ResolvedModuleOptions } from '../options';
-import { inUnclaimedRun } from '../propagation/claim-context';
+import { inUnclaimedRun, noteClaimCore } from '../propagation/claim-context';
 import { enterClaim } from '../propagation/run-claimed';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
 import { RecordCipher } from '../utils/encryption';
@@ -102,10 +102,11 @@ export class ClaimCore {
 
   constructor(
     store: IdempotencyStore,
-    options: Pick<ResolvedModuleOptions, 'encryption' | 'metrics'>,
+    options: Pick<ResolvedModuleOptions, 'encryption' | 'metrics' | 'keyDerivationSecret'>,
     private readonly logger: Logger,
     moduleRef?: ModuleRef,
   ) {
+    noteClaimCore(options.keyDerivationSecret);
     const metrics = options.metrics === false ? undefined : createOpenTelemetryMetrics();
     this.events = new OutcomeEvents(logger, metrics);
     this.calls = new StoreCalls(store, this.events, logger);

@@ -32,6 +32,25 @@ export interface DerivationSettings {
 }
 
 const claims = new AsyncLocalStorage<ClaimContext>();
+/**
+ * The claim cores of this process, by whether their module set a `keyDerivationSecret`. A core
+ * without one enters no context for runs that need none (see `enterClaim`), so that
+ * derivedIdempotencyKey() there finds no claim: it still fails as the configuration error it is
+ * when no core of the process can derive keys at all (see {@link derivationUnconfigured}).
+ */
+const cores = { withSecret: 0, withoutSecret: 0 };
+
+/** Counts a claim core, by whether its module set a `keyDerivationSecret`. */
+export function noteClaimCore(secret: unknown): void {
+  if (secret === undefined) cores.withoutSecret++;
+  else cores.withSecret++;
+}
+
+/** Whether this process has claim cores and none of them has a `keyDerivationSecret`. */
+export function derivationUnconfigured(): boolean {
+  return cores.withSecret === 0 && cores.withoutSecret > 0;
+}
+
 /** Marks a request of a resumable route that runs without a claim (see {@link inUnclaimedRun}). */
 const unclaimed = new AsyncLocalStorage<true>();
 

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { type ClaimContext, currentClaim } from './claim-context';
+import { type ClaimContext, currentClaim, derivationUnconfigured } from './claim-context';
 
 export { type DerivationSettings, inClaimContext } from './claim-context';
 
@@ -23,6 +23,7 @@ const DOMAIN = 'nestjs-idempotency derived key v1';
  */
 export function derivedIdempotencyKey(label: string): string {
   const context = currentClaim();
+  if (!context && derivationUnconfigured()) throw secretMissing();
   if (!context) {
     throw new Error(
       'derivedIdempotencyKey() is only available inside a claimed @Idempotent() handler ' +
@@ -39,6 +40,7 @@ export function derivedIdempotencyKey(label: string): string {
  */
 export function tryDerivedIdempotencyKey(label: string): string | undefined {
   const context = currentClaim();
+  if (!context && derivationUnconfigured()) throw secretMissing();
   return context ? derive(context, label) : undefined;
 }
 
@@ -64,12 +66,7 @@ export function isPropagating(): boolean {
 function derive(context: ClaimContext, label: string): string {
   if (typeof label !== 'string')
     throw new TypeError('derivedIdempotencyKey: label must be a string');
-  if (context.secret === undefined) {
-    throw new Error(
-      'derivedIdempotencyKey() needs IdempotencyModule.forRoot({ keyDerivationSecret }): a secret ' +
-        'of at least 32 bytes, the same in every replica, so a re-run elsewhere derives the same key',
-    );
-  }
+  if (context.secret === undefined) throw secretMissing();
   return deriveKey(context.secret, context.recordKey, label);
 }
 
@@ -81,4 +78,12 @@ export function deriveKey(secret: string | Buffer, recordKey: string, label: str
   return createHmac('sha256', secret)
     .update(`${DOMAIN}\0${recordKey}\0${label}`)
     .digest('base64url');
+}
+
+/** The configuration error of a derivation without a `keyDerivationSecret`. */
+function secretMissing(): Error {
+  return new Error(
+    'derivedIdempotencyKey() needs IdempotencyModule.forRoot({ keyDerivationSecret }): a secret ' +
+      'of at least 32 bytes, the same in every replica, so a re-run elsewhere derives the same key',
+  );
 }
