@@ -4,7 +4,7 @@ import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
 import type {
   IdempotencyModuleExtras,
   IdempotencyModuleOptions,
-} from './interfaces/idempotency-options.interface';
+} from './interfaces/idempotency-module-options.interface';
 
 export const { ConfigurableModuleClass, MODULE_OPTIONS_TOKEN, OPTIONS_TYPE, ASYNC_OPTIONS_TYPE } =
   new ConfigurableModuleBuilder<IdempotencyModuleOptions>({ moduleName: 'Idempotency' })

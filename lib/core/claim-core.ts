@@ -12,12 +12,18 @@ import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-optio
 import type { ResolvedModuleOptions } from '../options';
 import { inUnclaimedRun, noteClaimCore } from '../propagation/claim-context';
 import { enterClaim } from '../propagation/run-claimed';
-import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  IdempotencyStore,
+  StoredResponse,
+} from '../stores/idempotency.store';
 import { RecordCipher } from '../utils/encryption';
 import type { ResponseSnapshot } from '../utils/response-codec';
 import { describe, OutcomeEvents } from './outcome-events';
 import { type Captured, type ErrorCapture, OutcomeRecorder } from './outcome-recorder';
 import { OutcomeWaiter } from './outcome-waiter';
+import { type ReplayCache, replayCacheOf } from './replay-cache';
 import { ClaimSteps, type StepTools } from './steps';
 import { type Claim, StoreCalls } from './store-calls';
 import { Transactions } from './transactions';
@@ -97,12 +103,17 @@ export class ClaimCore {
   readonly recorder: OutcomeRecorder;
   private readonly waiter: OutcomeWaiter;
   private readonly transactions: Transactions;
+  /** Completed outcomes replayed without the store (option `localReplayCache`). */
+  private readonly replays?: ReplayCache;
   /** What the steps of resumable runs use. */
   private readonly stepTools: StepTools;
 
   constructor(
     store: IdempotencyStore,
-    options: Pick<ResolvedModuleOptions, 'encryption' | 'metrics' | 'keyDerivationSecret'>,
+    options: Pick<
+      ResolvedModuleOptions,
+      'encryption' | 'metrics' | 'keyDerivationSecret' | 'localReplayCache'
+    >,
     private readonly logger: Logger,
     moduleRef?: ModuleRef,
   ) {
@@ -114,6 +125,7 @@ export class ClaimCore {
     const cipher = options.encryption ? new RecordCipher(options.encryption) : undefined;
     this.recorder = new OutcomeRecorder(this.calls, this.events, logger, cipher);
     this.transactions = new Transactions(moduleRef);
+    this.replays = replayCacheOf(options);
     const { calls, events, transactions } = this;
     this.stepTools = { calls, events, logger, cipher, transactions, retryAfterMs: RETRY_AFTER_MS };
   }
@@ -133,6 +145,8 @@ export class ClaimCore {
     retryAfter: (leaseLeftMs: number) => number = (ms) => ms,
   ): Promise<ClaimAnswer> {
     const { options, handler } = claim;
+    const kept = this.replays?.get(claim.key, request.fingerprint);
+    if (kept) return this.replay(claim, kept);
     // Only a resumable claim reads the key's steps: the others cost what they did.
     if (options.resumable) request = { ...request, resumable: true };
     let result: ClaimResult;
@@ -153,11 +167,9 @@ export class ClaimCore {
       result = await this.waiter.wait(claim, request, result);
     }
     switch (result.status) {
-      case 'completed': {
-        const snapshot = await this.recorder.open(claim, result.response);
-        this.events.emit(claim, 'replayed', claim.key);
-        return { status: 'completed', snapshot };
-      }
+      case 'completed':
+        this.replays?.set(claim.key, request.fingerprint, result.response);
+        return this.replay(claim, result.response);
       case 'in_progress':
         this.events.emit(claim, 'conflict', claim.key);
         throw new IdempotencyInProgressError(retryAfter(result.retryAfterMs));
@@ -168,6 +180,13 @@ export class ClaimCore {
     this.events.emit(claim, 'claimed', claim.key);
     if (request.resumable) claim.steps = new ClaimSteps(this.stepTools, claim, result.steps);
     return { status: 'claimed' };
+  }
+
+  /** A completed outcome, opened for a replay. */
+  private async replay(claim: Claim, stored: StoredResponse): Promise<ClaimAnswer> {
+    const snapshot = await this.recorder.open(claim, stored);
+    this.events.emit(claim, 'replayed', claim.key);
+    return { status: 'completed', snapshot };
   }
 
   /**

@@ -1,13 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
-import type { Cluster, ClusterNode, ClusterOptions, Redis, RedisOptions } from 'ioredis';
-import type { Pool } from 'pg';
 import type { IdempotencyError } from '../errors/idempotency.errors';
-import type { IdempotencyStore } from '../stores/idempotency.store';
-import type { IdempotencyPostgresConfig } from '../stores/postgres/postgres-idempotency.store';
-import type { IdempotencyMysqlConfig } from '../stores/mysql/mysql-options';
-import type { Pool as MysqlPool } from 'mysql2';
-import type { Pool as MysqlPromisePool } from 'mysql2/promise';
-import type { IdempotencyEvent } from './idempotency-event.interface';
+import type { IdempotencyModuleOptions } from './idempotency-module-options.interface';
 
 /**
  * Options that apply per route. Set them module-wide in `forRoot()` and override any of them on a
@@ -240,102 +233,6 @@ export interface IdempotencyCompressionOptions {
   threshold?: number;
   /** Compression level: brotli quality 0-11, gzip/deflate level 1-9. Default: 5 (brotli), 6 (gzip, deflate). */
   level?: number;
-}
-
-/** Connection settings for a Redis Cluster the module creates itself. */
-export interface IdempotencyClusterConfig {
-  /** Seed nodes of the cluster. */
-  clusterNodes: ClusterNode[];
-  /** ioredis Cluster options. */
-  clusterOptions?: ClusterOptions;
-}
-
-/** Options of `IdempotencyModule.forRoot()` / `forRootAsync()`. */
-export interface IdempotencyModuleOptions extends IdempotencyOptions {
-  /**
-   * Redis to use: an ioredis `Redis` or `Cluster` instance (yours; the module never closes it),
-   * a `redis://` URL, ioredis options (including Sentinel), or `{ clusterNodes }`. Clients created
-   * from a URL or options are closed on application shutdown.
-   */
-  redis?: Redis | Cluster | string | RedisOptions | IdempotencyClusterConfig;
-  /**
-   * PostgreSQL to use instead of Redis (needs the `pg` package): a `postgres://` connection
-   * string, a `pg.Pool` of yours (never ended by the module), or an
-   * {@link IdempotencyPostgresConfig} (`connectionString` or `pool`, `table`, `ensureSchema`, the
-   * sweeper's interval and batch size). A pool created from a connection string is ended on
-   * application shutdown. Not together with `redis`. See docs/postgres.md.
-   */
-  postgres?: string | Pool | IdempotencyPostgresConfig;
-  /**
-   * Encrypts what is stored of each outcome (body, headers, stored errors) with AES-256-GCM, on
-   * every store. See {@link IdempotencyEncryptionOptions} and docs/security.md.
-   */
-  encryption?: IdempotencyEncryptionOptions;
-  /**
-   * MySQL 5.7.7+ or MariaDB 10.2+ to use instead of Redis (needs the `mysql2` package): a
-   * `mysql://` connection string, a mysql2 pool of yours (never ended by the module), or an
-   * {@link IdempotencyMysqlConfig} (`connectionString` or `pool`, `table`, `ensureSchema`, the
-   * sweeper's interval and batch size). A pool created from a connection string is ended on
-   * application shutdown. Not together with `redis` or `postgres`. See docs/mysql.md.
-   */
-  mysql?: string | MysqlPool | MysqlPromisePool | IdempotencyMysqlConfig;
-  /** Any store implementation; takes precedence over `redis`. Never closed by the module. */
-  store?: IdempotencyStore;
-  /**
-   * Lets the in-memory store run with `NODE_ENV=production`. Without `redis`, `postgres` or
-   * `store` the module uses the in-memory store, whose records live in one process: a retry that
-   * reaches another instance runs the handler again. In production that refuses to boot unless
-   * this is `true` (a single instance, a preview environment). Default: false.
-   */
-  allowInMemoryStorage?: boolean;
-  /** Receives every outcome (claimed, replayed, conflict, ...); keys are hashed, never raw. */
-  onEvent?: (event: IdempotencyEvent) => void;
-  /**
-   * Record OpenTelemetry metrics (a counter per outcome, a histogram of store latency) through
-   * `@opentelemetry/api` when that package is installed; without an SDK they cost next to
-   * nothing. Default: true.
-   */
-  metrics?: boolean;
-  /**
-   * The secret keys from `derivedIdempotencyKey()` and `propagateKeys` are derived with
-   * (HMAC-SHA-256): a string or Buffer of at least 32 bytes, e.g. 32 random bytes in base64,
-   * kept with your other secrets. Set the same value in every replica and keep it across
-   * deploys: a re-run after a crash must derive the same key as the first run, wherever it runs,
-   * and changing it changes every derived key. Give each app its own. No default: without it,
-   * `propagateKeys` fails at boot and `derivedIdempotencyKey()` throws.
-   */
-  keyDerivationSecret?: string | Buffer;
-}
-
-/**
- * Encryption at rest (option `encryption`). Stored bodies, headers and errors are sealed with
- * AES-256-GCM under the first key and opened with whichever key sealed them; the fingerprint and
- * record keys are hashes already. A record no key opens is answered with 500
- * `IDEMPOTENCY_RECORD_UNREADABLE` (the handler does not run).
- */
-export interface IdempotencyEncryptionOptions {
-  /**
-   * The keys, current first: it seals every new record; all of them open records. To rotate,
-   * prepend a new key and drop the old one once records sealed with it have expired (`ttl`).
-   * Each is a 32-byte Buffer (used as it is) or a secret string of at least 32 characters
-   * (expanded to a key with HKDF-SHA-256). Generate one with
-   * `openssl rand -base64 32` or `crypto.randomBytes(32)`.
-   */
-  keys: (Buffer | string)[];
-}
-
-/** Extra `forRoot()` / `forRootAsync()` settings that shape the module itself. */
-export interface IdempotencyModuleExtras {
-  /** Register the module globally. Default: true. */
-  isGlobal?: boolean;
-  /**
-   * Also register {@link IdempotencyInterceptor} as a global `APP_INTERCEPTOR`. Not needed:
-   * `@Idempotent()` binds it to its routes, and routes without it then skip Nest's interceptor
-   * pipeline. Set it only for a subclass that makes routes idempotent through `getRouteOptions()`
-   * without the decorator, at the cost of that pipeline on every route (or register the subclass
-   * yourself as `APP_INTERCEPTOR`). A request is claimed once either way. Default: false.
-   */
-  globalInterceptor?: boolean;
 }
 
 type OptionalHooks = 'key' | 'scope' | 'onReplay' | 'onReject' | 'keySpace';

@@ -1,9 +1,10 @@
 import type { ConfigurableModuleAsyncOptions } from '@nestjs/common';
+import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type {
+  IdempotencyLocalReplayCacheOptions,
   IdempotencyModuleExtras,
   IdempotencyModuleOptions,
-  IdempotencyOptions,
-} from '../interfaces/idempotency-options.interface';
+} from '../interfaces/idempotency-module-options.interface';
 import type {
   IdempotencyRunOptions,
   IdempotencyStepOptions,
@@ -69,6 +70,7 @@ const MODULE_ONLY_NAMES = namesOf<Omit<IdempotencyModuleOptions, keyof Idempoten
   onEvent: true,
   metrics: true,
   keyDerivationSecret: true,
+  localReplayCache: true,
 });
 
 /** What shapes the module itself, in `forRoot()` and beside `forRootAsync()`'s factory. */
@@ -188,6 +190,16 @@ export const METHOD_OPTION_NAMES: OptionNames = {
     resumable: true,
   }),
   elsewhere: RUN_OPTION_NAMES.elsewhere,
+};
+
+/** The module option `localReplayCache: {...}`. */
+export const LOCAL_REPLAY_CACHE_OPTION_NAMES: OptionNames = {
+  known: namesOf<IdempotencyLocalReplayCacheOptions>({
+    maxEntries: true,
+    maxBytes: true,
+    ttl: true,
+  }),
+  elsewhere: {},
 };
 
 /** `IdempotencyService.step(name, fn, {...})`: the rest is the route's or run()'s. */

@@ -1,13 +1,15 @@
 import type {
-  IdempotencyModuleOptions,
   IdempotencyOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
+import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface';
+import { parseDuration } from './duration';
 import { DEFAULT_OPTIONS, EVENT_DEFAULTS, mergeOptions } from './defaults';
 import {
   ASYNC_OPTION_NAMES,
   assertKnownNames,
   FACTORY_OPTION_NAMES,
+  LOCAL_REPLAY_CACHE_OPTION_NAMES,
   ROOT_OPTION_NAMES,
 } from './known-names';
 import { validateOptions } from './route-options';
@@ -93,12 +95,59 @@ export function checkForRootAsyncOptions(options: unknown): void {
   assertKnownNames(options, ASYNC_OPTION_NAMES, 'IdempotencyModule.forRootAsync');
 }
 
+/** The option `localReplayCache` with its defaults filled in, its `ttl` in milliseconds. */
+export interface LocalReplayCacheSettings {
+  maxEntries: number;
+  maxBytes: number;
+  ttl: number;
+}
+
+/** Defaults of `localReplayCache: true` (see `IdempotencyLocalReplayCacheOptions`). */
+const LOCAL_REPLAY_CACHE_DEFAULTS: LocalReplayCacheSettings = {
+  maxEntries: 1_000,
+  maxBytes: 16 * 1024 * 1024,
+  ttl: 10_000,
+};
+
 /** The module's options with every default filled in. */
 export type ResolvedModuleOptions = ResolvedIdempotencyOptions &
-  IdempotencyModuleOptions & {
+  Omit<IdempotencyModuleOptions, 'localReplayCache'> & {
     /** The event defaults the module options leave in force (module options win over them). */
     eventDefaults?: IdempotencyOptions;
+    /** `localReplayCache`, resolved; false when it is off. */
+    localReplayCache: false | LocalReplayCacheSettings;
   };
+
+/**
+ * `localReplayCache` checked (names and values) and resolved: false when off, else every
+ * setting with its default, the `ttl` in milliseconds.
+ */
+function resolveLocalReplayCache(given: unknown): false | LocalReplayCacheSettings {
+  const where = 'IdempotencyModule: localReplayCache';
+  if (given === undefined || given === false) return false;
+  if (given === true) return LOCAL_REPLAY_CACHE_DEFAULTS;
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    throw new TypeError(`${where} must be a boolean or { maxEntries?, maxBytes?, ttl? }`);
+  }
+  assertKnownNames(given, LOCAL_REPLAY_CACHE_OPTION_NAMES, where);
+  const { maxEntries, maxBytes, ttl } = given as Record<string, unknown>;
+  const settings = { ...LOCAL_REPLAY_CACHE_DEFAULTS };
+  for (const [name, value] of Object.entries({ maxEntries, maxBytes })) {
+    if (value === undefined) continue;
+    if (!(typeof value === 'number' && Number.isSafeInteger(value) && value > 0)) {
+      throw new TypeError(`${where}.${name} must be a positive whole number, got ${String(value)}`);
+    }
+    settings[name as 'maxEntries' | 'maxBytes'] = value;
+  }
+  if (ttl !== undefined) {
+    const ms = typeof ttl === 'string' ? parseDuration(ttl, `${where}.ttl`) : (ttl as number);
+    if (!(typeof ms === 'number' && Number.isSafeInteger(ms) && ms > 0)) {
+      throw new TypeError(`${where}.ttl must be a positive duration, got ${String(ttl)}`);
+    }
+    settings.ttl = ms;
+  }
+  return settings;
+}
 
 /**
  * Validates the module options (names and values) and fills in every default. Runs at
@@ -116,5 +165,6 @@ export function resolveModuleOptions(given: IdempotencyModuleOptions): ResolvedM
       ([name]) => options[name as keyof IdempotencyOptions] === undefined,
     ),
   );
-  return { ...mergeOptions(DEFAULT_OPTIONS, options), eventDefaults };
+  const localReplayCache = resolveLocalReplayCache(options.localReplayCache);
+  return { ...mergeOptions(DEFAULT_OPTIONS, options), eventDefaults, localReplayCache };
 }

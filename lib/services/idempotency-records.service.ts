@@ -6,6 +6,7 @@ import {
   ServiceUnavailableException,
 } from '@nestjs/common';
 import { describe } from '../core/outcome-events';
+import { replayCacheOf } from '../core/replay-cache';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { recordKey, recordScope } from '../core/record-key';
@@ -118,6 +119,9 @@ export class IdempotencyRecords {
    */
   async delete(query: IdempotencyRecordQuery): Promise<boolean> {
     const key = this.storeKey(query);
+    // This process replays it no more from memory (option localReplayCache); others may, for
+    // the cache's ttl.
+    replayCacheOf(this.options)?.delete(key);
     const deleted = await this.bounded(this.store.delete(key));
     if (deleted) this.logger.log(`deleted the record ${key} of ${query.route}`);
     return deleted;

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import type { IdempotencyModuleOptions } from '../interfaces/idempotency-options.interface';
+import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface';
 import type { ResolvedModuleOptions } from '../options';
 import type { IdempotencyStore } from './idempotency.store';
 import { MemoryIdempotencyStore } from './memory/memory-idempotency.store';

@@ -7,7 +7,7 @@ import {
   type KeyObject,
   createSecretKey,
 } from 'node:crypto';
-import type { IdempotencyEncryptionOptions } from '../interfaces/idempotency-options.interface';
+import type { IdempotencyEncryptionOptions } from '../interfaces/idempotency-module-options.interface';
 import type { StoredResponse } from '../stores/idempotency.store';
 import { ENCRYPTION_KEY_BYTES } from '../options/secrets';
 

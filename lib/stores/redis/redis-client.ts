@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import type { Cluster, Redis } from 'ioredis';
-import type { IdempotencyModuleOptions } from '../../interfaces/idempotency-options.interface';
+import type { IdempotencyModuleOptions } from '../../interfaces/idempotency-module-options.interface';
 import { loadPeer } from '../../utils/load-optional';
 import { RedisIdempotencyStore } from './redis-idempotency.store';
 import { isRedisClient } from './redis-options';

@@ -3,7 +3,7 @@
  * runs them before any client exists.
  */
 import type { Cluster, Redis } from 'ioredis';
-import type { IdempotencyClusterConfig } from '../../interfaces/idempotency-options.interface';
+import type { IdempotencyClusterConfig } from '../../interfaces/idempotency-module-options.interface';
 import { nearestName, unknownOptionProblem } from '../../options/option-names';
 
 /** Options of `RedisIdempotencyStore`. */
