@@ -21,6 +21,9 @@ export type { ResponseSnapshot } from './utils/response-codec';
 export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS, requestPrincipal } from './utils/principal';
 export { IdempotencySerializerError } from './interceptors/serializers';
 export { rmqManualAck } from './microservices/rmq-manual-ack';
+export { kafkaMessageKey } from './microservices/kafka-message-key';
+// SQS consumers (sqs-consumer, @ssut/nestjs-sqs): structural types, nothing loaded at runtime.
+export * from './consumers/sqs';
 export { DIAGNOSTICS_CHANNEL_PREFIX } from './core/outcome-events';
 export { keyFromArgument } from './utils/key-from-argument';
 export { GRPC_RETRY_AFTER_METADATA, GRPC_STATUS } from './adapters/grpc-context.adapter';

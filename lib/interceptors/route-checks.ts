@@ -8,9 +8,13 @@ import type { ResolvedModuleOptions } from '../options';
 import { assertTransactionalReady } from '../core/transactions';
 import { controllers } from './outermost';
 import { routeName, routeOptions, staticIdentity } from './route-resolver';
+import { refuseUninterceptedMethods } from './unintercepted-methods';
 
 /**
  * Checks at boot what would otherwise fail, or quietly misbehave, on the first request:
+ * - `@Idempotent()` where Nest runs no interceptor (a provider's method: a BullMQ processor, a
+ *   `@Cron` method, an `@SqsMessageHandler`...), which would do nothing (see
+ *   {@link refuseUninterceptedMethods});
  * - a `transactional` route needs a store that writes in the app's transaction and the app's
  *   TransactionHost, and must not answer through `@Res()` / `@Next()` (its response would leave
  *   before the commit, which may still fail);
@@ -27,6 +31,7 @@ export function checkRoutes(
   moduleRef: ModuleRef,
 ): void {
   const reflector = new Reflector();
+  refuseUninterceptedMethods(modules, reflector);
   const transactional: (true | { connectionName?: string })[] = [];
   const identities = new Map<string, { module: object; metatype: object; where: string }>();
   let propagating = options.propagateKeys;

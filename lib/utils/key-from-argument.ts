@@ -1,5 +1,6 @@
 import type { ExecutionContext } from '@nestjs/common';
 import type { IdempotencyKeyValue } from '../interfaces/idempotency-options.interface';
+import { parseDottedPath, valueAtPath } from './dotted-path';
 
 /**
  * A `key` option that reads the key from the request's input at a dotted path, instead of the
@@ -14,24 +15,15 @@ import type { IdempotencyKeyValue } from '../interfaces/idempotency-options.inte
  * ```
  */
 export function keyFromArgument(path: string): (context: ExecutionContext) => IdempotencyKeyValue {
-  const steps = path.split('.');
-  if (steps.some((step) => step === '')) {
-    throw new Error(`keyFromArgument: '${path}' is not a dotted path (e.g. 'input.requestId')`);
-  }
+  const steps = parseDottedPath(path, 'keyFromArgument', 'input.requestId');
   return (context) => {
     const type = context.getType<string>();
-    let value: unknown =
+    const input: unknown =
       type === 'graphql'
         ? context.getArgByIndex(1)
         : type === 'http'
           ? context.switchToHttp().getRequest<{ body?: unknown }>().body
           : context.getArgByIndex(0);
-    for (const step of steps) {
-      if (value === null || typeof value !== 'object' || !Object.hasOwn(value, step)) {
-        return undefined;
-      }
-      value = (value as Record<string, unknown>)[step];
-    }
-    return value as IdempotencyKeyValue;
+    return valueAtPath(input, steps) as IdempotencyKeyValue;
   };
 }

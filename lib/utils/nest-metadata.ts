@@ -29,6 +29,15 @@ export const PATTERN_METADATA = 'microservices:pattern';
 export const PATTERN_HANDLER_METADATA = 'microservices:handler_type';
 /** A GraphQL resolver method's operation type (`'Query'`, `'Mutation'`, `'Subscription'`). */
 export const RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
+/** `@ResolveField()` (a field resolver), on the handler. */
+export const RESOLVER_PROPERTY_METADATA = 'graphql:resolve_property';
+/** `@ResolveReference()` (Apollo Federation), on the handler. */
+export const RESOLVER_REFERENCE_METADATA = 'graphql:resolve_reference';
+/**
+ * `@SubscribeMessage()` of `@nestjs/websockets` (not installed here, so not compared by the
+ * test): a gateway's message handler, which Nest runs through interceptors.
+ */
+export const MESSAGE_MAPPING_METADATA = 'websockets:message_mapping';
 /** `PatternHandler.EVENT` of `@nestjs/microservices`. */
 export const EVENT_HANDLER = 2;
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT` of `@nestjs/common`. */

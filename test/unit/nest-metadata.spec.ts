@@ -3,7 +3,11 @@ import { RouteParamtypes } from '@nestjs/common/enums/route-paramtypes.enum';
 import * as microservices from '@nestjs/microservices/constants';
 import { PatternHandler } from '@nestjs/microservices/enums/pattern-handler.enum';
 import { GrpcMethodStreamingType } from '@nestjs/microservices';
-import { RESOLVER_TYPE_METADATA } from '@nestjs/graphql/dist/graphql.constants';
+import {
+  RESOLVER_PROPERTY_METADATA,
+  RESOLVER_REFERENCE_METADATA,
+  RESOLVER_TYPE_METADATA,
+} from '@nestjs/graphql/dist/graphql.constants';
 import * as ours from '../../lib/utils/nest-metadata';
 
 describe("Nest's private metadata keys", () => {
@@ -30,6 +34,11 @@ describe("Nest's private metadata keys", () => {
 
   it('RESOLVER_TYPE_METADATA is what @nestjs/graphql uses', () => {
     expect(ours.RESOLVER_TYPE_METADATA).toBe(RESOLVER_TYPE_METADATA);
+  });
+
+  it('the field resolver and federation reference keys are what @nestjs/graphql uses', () => {
+    expect(ours.RESOLVER_PROPERTY_METADATA).toBe(RESOLVER_PROPERTY_METADATA);
+    expect(ours.RESOLVER_REFERENCE_METADATA).toBe(RESOLVER_REFERENCE_METADATA);
   });
 
   it("a unary gRPC method's streaming type is what the gRPC adapter expects", () => {

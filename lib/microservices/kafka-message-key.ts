@@ -1,0 +1,31 @@
+import type { ExecutionContext } from '@nestjs/common';
+import type { IdempotencyKeyValue } from '../interfaces/idempotency-options.interface';
+
+/** The part of Nest's KafkaContext read here: the record, as Nest's KafkaParser decoded it. */
+interface KafkaContextLike {
+  getMessage?(): { key?: unknown } | undefined;
+}
+
+/**
+ * A `key` option for `@Idempotent()` on a Kafka `@EventPattern` / `@MessagePattern` handler: the
+ * record's message key, for producers whose message key names one event (an event id). Not for
+ * a partitioning key shared by many events (a customer id): their records would meet, and every
+ * event after the first would be refused as reusing the key (IDEMPOTENCY_KEY_REUSED, the payload
+ * differing). Nest decodes the key as text, or as JSON when it starts with `{` or `[` (written
+ * back as JSON here), or leaves it a Buffer when it starts with a zero byte (a schema registry's
+ * framing: taken as base64). No message key: undefined (the handler runs unprotected, or is
+ * refused with `required: true`). Outside a Kafka context: undefined too.
+ *
+ * @example
+ * ```ts
+ * @EventPattern('payments')
+ * @Idempotent({ key: kafkaMessageKey, required: true })
+ * ```
+ */
+export function kafkaMessageKey(context: ExecutionContext): IdempotencyKeyValue {
+  const key = context.switchToRpc().getContext<KafkaContextLike | undefined>()?.getMessage?.()?.key;
+  if (key === undefined || key === null) return undefined;
+  if (typeof key === 'string') return key;
+  if (Buffer.isBuffer(key)) return key.toString('base64');
+  return JSON.stringify(key);
+}
