@@ -40,19 +40,27 @@ describe('what a run costs Redis, with and without steps', () => {
   let markerSeen: (() => void) | undefined;
 
   /**
-   * The commands Redis ran for `fn`, as `script:<name>` (by the SHA of its text; `-2` scripts,
-   * which the loader assembles, by what they do) and the commands scripts ran in it.
+   * The commands Redis ran for `fn`: each script as `script:<file>` (a -1 file, by the SHA of
+   * its text), or `script:2 keys` for the -2 scripts, which the loader assembles; then the
+   * commands the script ran.
    */
   async function commandsOf(fn: () => Promise<unknown>): Promise<string[]> {
+    await drained(); // what earlier calls ran must not count here
     seen = [];
     await fn();
-    // MONITOR reports commands in the order Redis ran them: once a command sent after fn's
-    // shows up, every command of fn has.
+    await drained();
+    return seen;
+  }
+
+  /**
+   * Resolves once MONITOR has reported every command sent so far: it reports them in the order
+   * Redis ran them, so once a command sent last shows up, all those before it have.
+   */
+  async function drained(): Promise<void> {
     const echo = `end-${++marker}`;
     const arrived = new Promise<void>((resolve) => (markerSeen = resolve));
     await store.client.echo(echo);
     await arrived;
-    return seen.filter((line) => line !== `echo ${echo}`);
   }
 
   beforeAll(async () => {
