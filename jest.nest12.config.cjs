@@ -28,19 +28,18 @@ module.exports = {
   testRegex: '.*\\.(spec|e2e-spec)\\.ts$',
   // The transactional suites need @nestjs-cls/transactional, a CommonJS package that requires
   // @nestjs/common: Nest 12's is ESM-only, which Node loads through require(esm) but Jest's VM
-  // cannot. They run on NestJS 11 here (the MySQL one likewise);
-  // test/packaging/nest12-transactional.e2e-spec.ts runs the transactional path on NestJS 12 in a
-  // process of its own, outside Jest's VM.
+  // cannot. They run on NestJS 11 here; test/packaging/nest12-transactional.e2e-spec.ts runs the
+  // transactional path on NestJS 12 in a process of its own, outside Jest's VM.
   testPathIgnorePatterns: [
-    '/test/e2e/(attack-|mysql-)?transactional(-adapters)?\\.e2e-spec\\.ts$',
-    '/test/e2e/idempotency-service-transactional\\.e2e-spec\\.ts$',
-    '/test/e2e/graphql-grpc-transactional\\.e2e-spec\\.ts$',
+    '/test/e2e/transactional(-failures)?\\.e2e-spec\\.ts$',
     // @ssut/nestjs-sqs (sqs-consumer) has no NestJS 12 release (its peer range ends at 11), so
     // the SQS consumers run on NestJS 11 only; @IdempotentSqsMessage() itself needs no Nest
     // package beyond @nestjs/common's Inject.
     '/test/e2e/sqs-consumers\\.e2e-spec\\.ts$',
   ],
   extensionsToTreatAsEsm: ['.ts'],
+  // Transpile only (isolatedModules in compat/nest12/tsconfig.json), as in jest.shared.js: `npm
+  // test` type-checks the tests once with `npm run typecheck`.
   transform: {
     '^.+\\.ts$': ['ts-jest', { useESM: true, tsconfig: '<rootDir>/compat/nest12/tsconfig.json' }],
   },

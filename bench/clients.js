@@ -40,7 +40,16 @@ async function cpuPerCommand(command) {
 
 async function main() {
   const port = await freePort();
-  const server = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no']);
+  const server = spawn('redis-server', [
+    '--port',
+    String(port),
+    '--bind',
+    '127.0.0.1',
+    '--save',
+    '',
+    '--appendonly',
+    'no',
+  ]);
   process.on('exit', () => server.kill('SIGKILL'));
   await new Promise((resolve, reject) => {
     let out = '';
@@ -57,7 +66,10 @@ async function main() {
   const nodeRedis = createClient({ url });
   await nodeRedis.connect();
 
-  const sha = await plain.script('LOAD', readFileSync(join(__dirname, '..', 'lua', 'claim-1.lua'), 'utf8'));
+  const sha = await plain.script(
+    'LOAD',
+    readFileSync(join(__dirname, '..', 'lua', 'claim-1.lua'), 'utf8'),
+  );
   // A completed record ('c', fingerprint, meta, body as MessagePack), so EVALSHA takes the replay path.
   await plain.eval(
     "redis.call('SET', KEYS[1], cmsgpack.pack('c', 'fp', ARGV[1], ARGV[2]))",
@@ -78,13 +90,17 @@ async function main() {
     'EVALSHA claim, ioredis': () => plain.evalshaBuffer(sha, 1, ...claim),
     'EVALSHA claim, ioredis auto-pipelining': () => pipelined.evalshaBuffer(sha, 1, ...claim),
     'EVALSHA claim, this library (corked)': () => library.claim(...claim),
-    'EVALSHA claim, node-redis': () => nodeRedis.evalSha(sha, { keys: [claim[0]], arguments: claim.slice(1) }),
+    'EVALSHA claim, node-redis': () =>
+      nodeRedis.evalSha(sha, { keys: [claim[0]], arguments: claim.slice(1) }),
   };
   const samples = {};
   for (let round = 0; round < ROUNDS; round++) {
-    for (const [name, command] of Object.entries(cases)) (samples[name] ??= []).push(await cpuPerCommand(command));
+    for (const [name, command] of Object.entries(cases))
+      (samples[name] ??= []).push(await cpuPerCommand(command));
   }
-  console.log(`Client CPU per command (µs), median of ${ROUNDS} rounds, ${CALLERS} concurrent callers:`);
+  console.log(
+    `Client CPU per command (µs), median of ${ROUNDS} rounds, ${CALLERS} concurrent callers:`,
+  );
   for (const [name, values] of Object.entries(samples)) {
     const sorted = values.sort((a, b) => a - b);
     console.log(`  ${name.padEnd(40)} ${sorted[Math.floor(ROUNDS / 2)].toFixed(1).padStart(6)}`);

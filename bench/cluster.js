@@ -1,11 +1,12 @@
-// bench/app.js as WORKERS processes (Node's cluster module) sharing one port, as a service scaled
-// out on one machine runs. Same environment as app.js. Prints `CLUSTER READY <port> <pids>` once
+// bench/apps/http.js as WORKERS processes (Node's cluster module) sharing one port, as a service
+// scaled out on one machine runs. Same environment as apps/http.js (no control server). Prints `CLUSTER READY <port> <pids>` once
 // every worker listens.
 const cluster = require('node:cluster');
 const { join } = require('node:path');
 
 const workers = Number(process.env.WORKERS ?? 4);
-cluster.setupPrimary({ exec: join(__dirname, 'app.js'), silent: true });
+process.env.NO_CONTROL = '1';
+cluster.setupPrimary({ exec: join(__dirname, 'apps', 'http.js'), silent: true });
 let listening = 0;
 const pids = [];
 for (let i = 0; i < workers; i++) {
@@ -18,5 +19,6 @@ for (let i = 0; i < workers; i++) {
   });
 }
 cluster.on('listening', (_worker, address) => {
-  if (++listening === workers) process.stdout.write(`CLUSTER READY ${address.port} ${pids.join(',')}\n`);
+  if (++listening === workers)
+    process.stdout.write(`CLUSTER READY ${address.port} ${pids.join(',')}\n`);
 });

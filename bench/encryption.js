@@ -3,7 +3,6 @@
 // typical response, with and without sealing. Interleaved rounds, medians; the app-level lanes
 // (`STORE=memory|redis node bench/compare.js` with `#{"encryption":...}`) are too noisy on a
 // shared machine to show a difference this small. Env: ROUNDS (7), N requests per round (20000).
-const { performance } = require('node:perf_hooks');
 const { join } = require('node:path');
 const dist = join(__dirname, '..', 'dist');
 const codec = require(join(dist, 'utils/response-codec'));

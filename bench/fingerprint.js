@@ -6,7 +6,8 @@ const { performance } = require('node:perf_hooks');
 const SHAPES = {
   numbers: () => Array.from({ length: 1 << 19 }, (_, i) => i % 10),
   strings: () => Array.from({ length: 1 << 15 }, (_, i) => `item-${i}-${'x'.repeat(20)}`),
-  smallObjects: () => Array.from({ length: 1 << 14 }, (_, i) => ({ id: i, ok: true, name: `n${i}` })),
+  smallObjects: () =>
+    Array.from({ length: 1 << 14 }, (_, i) => ({ id: i, ok: true, name: `n${i}` })),
   wideObject: () => Object.fromEntries(Array.from({ length: 1 << 15 }, (_, i) => [`k${i}`, i])),
   // As text: JSON.stringify recurses and would overflow the stack; JSON.parse does not.
   deepArrays: () => `${'['.repeat(1 << 18)}${']'.repeat(1 << 18)}`,
@@ -15,7 +16,10 @@ const SHAPES = {
     Array.from({ length: 1 << 11 }, (_, i) => ({
       id: i,
       customer: { name: `c${i}`, address: { city: 'Berlin', zip: '10115' } },
-      items: [{ sku: 'A', qty: 1 }, { sku: 'B', qty: 2, tags: ['x', 'y'] }],
+      items: [
+        { sku: 'A', qty: 1 },
+        { sku: 'B', qty: 2, tags: ['x', 'y'] },
+      ],
     })),
 };
 
@@ -36,10 +40,15 @@ function fingerprintCost(fingerprint, runs = 7) {
       started = performance.now();
       fingerprint(['POST', '/x'], body);
       const hashed = performance.now() - started;
-      if (run >= 2) parse.push(parsed), hash.push(hashed); // the first two warm up
+      if (run >= 2) (parse.push(parsed), hash.push(hashed)); // the first two warm up
     }
     const [p, h] = [median(parse), median(hash)];
-    rows[name] = { bytes: text.length, parseMs: +p.toFixed(2), fingerprintMs: +h.toFixed(2), ratio: +(h / p).toFixed(2) };
+    rows[name] = {
+      bytes: text.length,
+      parseMs: +p.toFixed(2),
+      fingerprintMs: +h.toFixed(2),
+      ratio: +(h / p).toFixed(2),
+    };
   }
   return rows;
 }

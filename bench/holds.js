@@ -22,7 +22,7 @@ async function hold(key) {
 
 function release(key) {
   const resolve = waiting.get(key);
-  if (!resolve) return released.add(key), false;
+  if (!resolve) return (released.add(key), false);
   waiting.delete(key);
   resolve();
   return true;

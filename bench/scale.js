@@ -32,7 +32,10 @@ const freePort = () =>
   });
 
 function start(command, args, extraEnv, ready) {
-  const child = spawn(command, args, { env: { ...process.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(command, args, {
+    env: { ...process.env, ...extraEnv },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   children.push(child);
   return new Promise((resolve, reject) => {
     let out = '';
@@ -55,8 +58,11 @@ function autocannon(url, { key, uniqueKey = false, duration }) {
     uniqueKey,
   });
   return new Promise((resolve, reject) =>
-    execFile(process.execPath, [join(__dirname, 'load.js'), config], { maxBuffer: 64 << 20 }, (error, stdout) =>
-      error ? reject(error) : resolve(JSON.parse(stdout)),
+    execFile(
+      process.execPath,
+      [join(__dirname, 'load', 'http.js'), config],
+      { maxBuffer: 64 << 20 },
+      (error, stdout) => (error ? reject(error) : resolve(JSON.parse(stdout))),
     ),
   );
 }
@@ -92,7 +98,11 @@ async function clusterRatios(redisUrl) {
   }
   child.kill('SIGTERM');
   const ratio = (name) => round(median(rps[name].map((v, i) => v / rps.baseline[i])));
-  return { processes: 4, reqPerSec: Object.fromEntries(Object.entries(rps).map(([k, v]) => [k, Math.round(median(v))])), ratios: { first: ratio('first'), replay: ratio('replay') } };
+  return {
+    processes: 4,
+    reqPerSec: Object.fromEntries(Object.entries(rps).map(([k, v]) => [k, Math.round(median(v))])),
+    ratios: { first: ratio('first'), replay: ratio('replay') },
+  };
 }
 
 /** Latencies of `n` claims of new keys, 20 at a time, in ms. */
@@ -102,7 +112,11 @@ async function claimLatencies(store, prefix, n) {
   const caller = async () => {
     while (sent++ < n) {
       const started = performance.now();
-      await store.claim(`${prefix}{${randomUUID()}}`, { token: 't', fingerprint: 'fp', leaseMs: 60_000 });
+      await store.claim(`${prefix}{${randomUUID()}}`, {
+        token: 't',
+        fingerprint: 'fp',
+        leaseMs: 60_000,
+      });
       latencies.push(performance.now() - started);
     }
   };
@@ -117,7 +131,23 @@ async function recordsCost() {
   const { payment } = require('./payload');
   const port = await freePort();
   const dir = mkdtempSync(join(os.tmpdir(), 'bench-records-'));
-  await start('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir], {}, /Ready to accept connections/);
+  await start(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      '127.0.0.1',
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      '--dir',
+      dir,
+    ],
+    {},
+    /Ready to accept connections/,
+  );
   const client = new Redis(`redis://127.0.0.1:${port}`, { enableAutoPipelining: true });
   const store = new RedisIdempotencyStore(client);
   const body = Buffer.from(JSON.stringify(payment(100)));
@@ -153,6 +183,7 @@ async function recordsCost() {
 }
 
 exports.scaleMeasures = async (redisUrl) => {
+  // 4 processes on the private Redis of the run; a million records on a second one.
   const cluster = await clusterRatios(redisUrl);
   console.log(`\nFour app processes (cluster) on one Redis: ${JSON.stringify(cluster)}`);
   const records = await recordsCost();

@@ -1,16 +1,18 @@
 // The peer under test: @node-idempotency/nestjs with its Redis storage adapter on its own
-// NestJS 10 (bench/peer has its own package.json and lockfile; run.js installs it on first use).
-// Same routes and bodies as bench/app.js, minus /hold-wait (the peer answers duplicates in
-// progress with 409 only). Env: REDIS_URL, KEY_PREFIX, PORT (0 = free). Prints `READY <port>`.
+// NestJS 10 (bench/peer has its own package.json and lockfile; bench/run.js installs it on first
+// use). Same routes and bodies as bench/apps/http.js, minus the no-op and wait-mode routes (the
+// peer answers duplicates in progress with 409 only). Env: REDIS_URL, KEY_PREFIX. Prints
+// `READY <port> <control port>`.
 require('reflect-metadata');
 const { Body, Controller, Headers, Module, Post } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 const { Idempotent, NodeIdempotencyModule } = require('@node-idempotency/nestjs');
+const { executed, ready, decorate } = require('../apps/common');
 const { orders, payment } = require('../payload');
 const holds = require('../holds');
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-const respond = (body) => (body.size ? orders(body.size) : payment(body.amount));
+const respond = (body) => (executed(), body.size ? orders(body.size) : payment(body.amount));
 
 class PeerController {
   baseline(body) {
@@ -30,27 +32,17 @@ class PeerController {
   hold(key) {
     return holds.hold(key);
   }
-  release(body) {
-    return { released: holds.release(body.key) };
-  }
-  async held(body) {
-    return { held: await holds.whenHeld(body.key) };
-  }
 }
-const route = (name, path, decorators, param = Body()) =>
-  Reflect.decorate(
-    [Post(path), ...decorators, (t, k, d) => (param(t, k, 0), d)],
-    PeerController.prototype,
-    name,
-    Object.getOwnPropertyDescriptor(PeerController.prototype, name),
-  );
-route('baseline', 'baseline', []);
-route('baselineIo', 'baseline-io', []);
-route('idempotent', 'idempotent', [Idempotent()]);
-route('idempotentIo', 'idempotent-io', [Idempotent()]);
-route('hold', 'hold', [Idempotent()], Headers('idempotency-key'));
-route('release', 'control/release', []);
-route('held', 'control/held', []);
+const routes = [
+  ['baseline', 'baseline', []],
+  ['baselineIo', 'baseline-io', []],
+  ['idempotent', 'idempotent', [Idempotent()]],
+  ['idempotentIo', 'idempotent-io', [Idempotent()]],
+  ['hold', 'hold', [Idempotent()], Headers('idempotency-key')],
+];
+for (const [name, path, decorators, param = Body()] of routes) {
+  decorate(PeerController, name, [Post(path), ...decorators], [param]);
+}
 Controller()(PeerController);
 
 class AppModule {}
@@ -67,6 +59,6 @@ Module({
 
 (async () => {
   const app = await NestFactory.create(AppModule, { logger: ['error'] });
-  await app.listen(Number(process.env.PORT ?? 0), '127.0.0.1');
-  process.stdout.write(`READY ${app.getHttpServer().address().port}\n`);
+  await app.listen(0, '127.0.0.1');
+  await ready(app.getHttpServer().address().port);
 })();

@@ -4,17 +4,19 @@ import {
   type IdempotencyError,
   IdempotencyInProgressError,
   IdempotencyKeyReusedError,
+  IdempotencyStepMismatchError,
   IdempotencyStoreUnavailableError,
 } from '../errors/idempotency.errors';
 import { createOpenTelemetryMetrics } from '../observability/metrics';
 import type { ResolvedModuleOptions } from '../options';
-import { runClaimed } from '../propagation/run-claimed';
+import { enterClaim } from '../propagation/run-claimed';
 import type { ClaimRequest, ClaimResult, IdempotencyStore } from '../stores/idempotency.store';
 import { RecordCipher } from '../utils/encryption';
 import type { ResponseSnapshot } from '../utils/response-codec';
 import { describe, OutcomeEvents } from './outcome-events';
 import { type Captured, type ErrorCapture, OutcomeRecorder } from './outcome-recorder';
 import { OutcomeWaiter } from './outcome-waiter';
+import { ClaimSteps, type StepTools } from './steps';
 import { type Claim, StoreCalls } from './store-calls';
 import { type TransactionalOption, Transactions } from './transactions';
 
@@ -83,8 +85,9 @@ class NotStoredError extends Error {
  * message handlers through the interceptor; `IdempotencyService.run()` and
  * `@IdempotentMethod()`): claim the key in one store round trip, wait or refuse while another
  * holds it, open a stored outcome; run the work under the claim (lease renewed, async context
- * for derived keys, in the app's transaction with `transactional`), then store its outcome,
- * fenced by the owner token, or release the claim. Exactly one of complete and release happens.
+ * for derived keys and steps, in the app's transaction with `transactional`, or one transaction
+ * per step when `resumable`), then store its outcome, fenced by the owner token, or release the
+ * claim. Exactly one of complete and release happens.
  */
 export class ClaimCore {
   readonly events: OutcomeEvents;
@@ -92,6 +95,8 @@ export class ClaimCore {
   readonly recorder: OutcomeRecorder;
   private readonly waiter: OutcomeWaiter;
   private readonly transactions: Transactions;
+  /** What the steps of resumable runs use. */
+  private readonly stepTools: StepTools;
 
   constructor(
     store: IdempotencyStore,
@@ -106,6 +111,8 @@ export class ClaimCore {
     const cipher = options.encryption ? new RecordCipher(options.encryption) : undefined;
     this.recorder = new OutcomeRecorder(this.calls, this.events, logger, cipher);
     this.transactions = new Transactions(moduleRef);
+    const { calls, events, transactions } = this;
+    this.stepTools = { calls, events, logger, cipher, transactions, retryAfterMs: RETRY_AFTER_MS };
   }
 
   /**
@@ -123,6 +130,8 @@ export class ClaimCore {
     retryAfter: (leaseLeftMs: number) => number = (ms) => ms,
   ): Promise<ClaimAnswer> {
     const { options, handler } = claim;
+    // Only a resumable claim reads the key's steps: the others cost what they did.
+    if (options.resumable) request = { ...request, resumable: true };
     let result: ClaimResult;
     try {
       result = await this.calls.claim(claim, request);
@@ -154,6 +163,7 @@ export class ClaimCore {
         throw new IdempotencyKeyReusedError();
     }
     this.events.emit(claim, 'claimed', claim.key);
+    if (request.resumable) claim.steps = new ClaimSteps(this.stepTools, claim, result.steps);
     return { status: 'claimed' };
   }
 
@@ -196,15 +206,17 @@ export class ClaimCore {
     };
     const attempt = async (): Promise<T> => {
       try {
-        // In the claim's async context: derivedIdempotencyKey() and propagateKeys work in it.
-        return await runClaimed(claim.key, claim.options, () => work.run());
+        // In the claim's async context: derivedIdempotencyKey(), propagateKeys and step() work
+        // in it.
+        return await enterClaim(claim.key, claim.options, () => work.run(), claim.steps);
       } finally {
         ran();
       }
     };
     const { transactional } = claim.options;
     try {
-      if (!transactional) {
+      // A resumable run is not wrapped in one transaction: each of its steps is (ClaimSteps).
+      if (!transactional || claim.steps) {
         const result = await attempt();
         await this.recorder.success(claim, () => work.capture(result));
         return result;
@@ -244,14 +256,23 @@ export class ClaimCore {
         if (error.release) await this.calls.release(claim, error.answer);
         throw error.answer;
       }
+      // A step was refused (fenced, the store failed, unreadable): the run answers that,
+      // whatever the handler made of the step's error.
+      const refusal = claim.steps?.refusal;
+      if (refusal) {
+        if (refusal.release) await this.calls.release(claim, refusal.error);
+        throw work.refuse(refusal.error);
+      }
       if (work.keepsClaim?.(error)) {
         this.logger.warn(
           `${claim.handler}: timed out; ${claim.key} stays claimed until its lease runs out`,
         );
         throw error;
       }
-      // An error the route stores (`storeErrors`) is an outcome; any other frees the key.
-      if (!(await this.recorder.error(claim, error, work))) {
+      // An error the route stores (`storeErrors`) is an outcome; any other frees the key. A
+      // step mismatch never is: it says the code changed, not what the request comes to.
+      const mismatch = error instanceof IdempotencyStepMismatchError;
+      if (mismatch || !(await this.recorder.error(claim, error, work))) {
         await this.calls.release(claim, error);
       }
       throw error;

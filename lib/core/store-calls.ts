@@ -5,13 +5,19 @@ import type { IdempotencyStoreOperation } from '../observability/metrics';
 import type {
   ClaimRequest,
   ClaimResult,
+  CompleteOptions,
   IdempotencyStore,
   StoredResponse,
+  StoredStep,
   TransactionalIdempotencyStore,
   WatchListener,
 } from '../stores/idempotency.store';
 import { withTimeout } from '../utils/timeout';
 import { describe, type EventSource, type OutcomeEvents } from './outcome-events';
+import type { ClaimSteps } from './steps';
+
+/** What a run that recorded steps, or resumed from some, completes with. */
+const CLEAR_STEPS: CompleteOptions = { clearSteps: true };
 
 /** One request's claim, as the interceptor tracks it while the handler runs. */
 export interface Claim extends EventSource {
@@ -20,6 +26,8 @@ export interface Claim extends EventSource {
   /** The owner token. */
   token: string;
   options: ResolvedIdempotencyOptions;
+  /** The run's steps, set when a `resumable` claim took the key; undefined otherwise. */
+  steps?: ClaimSteps;
 }
 
 /** A running claim whose lease the heartbeat renews. */
@@ -77,10 +85,37 @@ export class StoreCalls {
     }
   }
 
-  /** Stores the response if the claim still owns the key. @returns whether it did. */
+  /**
+   * Stores the response if the claim still owns the key, deleting the key's steps when the run
+   * recorded some or resumed from some (and only then: other completions cost what they did).
+   * @returns whether it did.
+   */
   complete(claim: Claim, response: StoredResponse): Promise<boolean> {
     const { key, token, options } = claim;
-    return this.call('complete', this.store.complete(key, token, response, options.ttl), options);
+    const completing = claim.steps?.touched
+      ? this.store.complete(key, token, response, options.ttl, CLEAR_STEPS)
+      : this.store.complete(key, token, response, options.ttl);
+    return this.call('complete', completing, options);
+  }
+
+  /**
+   * Records a step under the claim, kept `ttl` (see {@link IdempotencyStore.recordStep}).
+   * @returns false when the claim no longer owns the key (fenced).
+   */
+  recordStep(claim: Claim, step: StoredStep): Promise<boolean> {
+    const { key, token, options } = claim;
+    return this.call('step', this.store.recordStep!(key, token, step, options.ttl), options);
+  }
+
+  /**
+   * Records a step through the app's transaction `tx` (a transactional step).
+   * @returns false when the claim no longer owns the key: the caller rolls back.
+   */
+  recordStepInTransaction(tx: unknown, claim: Claim, step: StoredStep): Promise<boolean> {
+    const { key, token, options } = claim;
+    const store = this.store as TransactionalIdempotencyStore;
+    const writing = store.recordStepInTransaction!(tx, key, token, step, options.ttl);
+    return this.call('step', writing, options);
   }
 
   /**

@@ -87,6 +87,41 @@ export class IdempotencyRecordUnreadableError extends IdempotencyError {
 }
 
 /**
+ * A resumable handler met, at a place in its order of steps, a step recorded by an earlier run
+ * of the same request under another name: the code changed between that run and this one (a
+ * step added, removed, renamed or moved). Nothing is skipped or run again silently: the handler
+ * fails with this error (500 on HTTP, logged), its claim is released and its recorded steps
+ * stay, so every retry fails the same way until the record is deleted
+ * (`IdempotencyRecords.delete`) or its steps expire (`ttl`). Not a refusal of the request: no
+ * `onReject`, and `storeErrors` never stores it. See docs/steps.md.
+ */
+export class IdempotencyStepMismatchError extends Error {
+  /** Stable code, as docs/errors.md lists it. */
+  readonly code = 'IDEMPOTENCY_STEP_MISMATCH';
+
+  /**
+   * @param handler the route (`Controller.method`) or run() scope
+   * @param index the step's place in the handler's order of steps, from 0
+   * @param recorded the name recorded at that place by an earlier run
+   * @param called the name this run called step() with there
+   */
+  constructor(
+    handler: string,
+    readonly index: number,
+    readonly recorded: string,
+    readonly called: string,
+  ) {
+    super(
+      `${handler}: step ${index} was recorded as ${JSON.stringify(recorded)} by an earlier run ` +
+        `of this request, and this run calls it ${JSON.stringify(called)}: the code changed ` +
+        'between the two runs. Nothing was skipped or run again; delete the record ' +
+        '(IdempotencyRecords.delete) to run the request from its first step (see docs/steps.md)',
+    );
+    this.name = 'IdempotencyStepMismatchError';
+  }
+}
+
+/**
  * A short, human-readable summary of each error code: the same for every occurrence (the RFC 9457
  * problem `title`; the occurrence's own explanation is the error's message).
  */

@@ -5,6 +5,7 @@ import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import { preparePropagation } from '../propagation/install';
 import { PATTERN_METADATA, RESOLVER_TYPE_METADATA, respondsItself } from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../options';
+import { assertResumableReady } from '../core/steps';
 import { assertTransactionalReady } from '../core/transactions';
 import { controllers } from './outermost';
 import { routeName, routeOptions, staticIdentity } from './route-resolver';
@@ -18,6 +19,8 @@ import { refuseUninterceptedMethods } from './unintercepted-methods';
  * - a `transactional` route needs a store that writes in the app's transaction and the app's
  *   TransactionHost, and must not answer through `@Res()` / `@Next()` (its response would leave
  *   before the commit, which may still fail);
+ * - a `resumable` route needs a store that records steps (in the app's transaction, when it is
+ *   `transactional` too);
  * - two idempotent microservice handlers must not share an identity (one controller class name,
  *   method and pattern in two modules, both run for an event): the second would be skipped as
  *   the first one's duplicate;
@@ -33,6 +36,7 @@ export function checkRoutes(
   const reflector = new Reflector();
   refuseUninterceptedMethods(modules, reflector);
   const transactional: (true | { connectionName?: string })[] = [];
+  const resumable: { name: string; transactional: boolean | { connectionName?: string } }[] = [];
   const identities = new Map<string, { module: object; metatype: object; where: string }>();
   let propagating = options.propagateKeys;
   for (const { module, metatype, handlers } of controllers(modules)) {
@@ -52,6 +56,7 @@ export function checkRoutes(
         }
         transactional.push(route.transactional);
       }
+      if (route.resumable) resumable.push({ name, transactional: route.transactional });
       if (route.keySpace !== undefined || !Reflect.hasMetadata(PATTERN_METADATA, handler)) continue;
       const { id } = staticIdentity(metatype, handler);
       const where = `${name} in ${module.name}`;
@@ -67,6 +72,7 @@ export function checkRoutes(
     }
   }
   assertTransactionalReady(transactional, store, moduleRef);
+  assertResumableReady(resumable, store);
   preparePropagation(propagating, options, modules);
 }
 

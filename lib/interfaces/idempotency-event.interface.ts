@@ -30,10 +30,20 @@ export type IdempotencyEventType =
   | 'rejected'
   /** The response could not be stored (stream, file, `@Res()`, too large). */
   | 'not_replayable'
-  /** The store failed before the claim (503, or run unprotected with `failOpen`). */
+  /**
+   * The store failed before the claim (503, or run unprotected with `failOpen`), or while a
+   * step's result was being recorded (the request fails with 503).
+   */
   | 'store_error'
   /** The handler succeeded but storing its response failed: a retry may run it again. */
-  | 'completion_failed';
+  | 'completion_failed'
+  /** A step of a `resumable` handler ran and its result is recorded under the claim. */
+  | 'step_recorded'
+  /**
+   * A step of a `resumable` handler was recorded by an earlier run of the request: its recorded
+   * result was returned, and the step did not run again.
+   */
+  | 'step_replayed';
 
 /** Payload of `onEvent`. */
 export interface IdempotencyEvent {

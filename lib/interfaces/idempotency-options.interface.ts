@@ -196,6 +196,13 @@ export interface IdempotencyOptions {
    * docs/propagation.md. Default: false.
    */
   propagateKeys?: boolean;
+  /**
+   * Each `IdempotencyService.step()` of the handler runs once per request and is recorded: a re-run
+   * (after a failure, a crash, a lease taken over) resumes after the last recorded step. With
+   * `transactional`, one transaction per step. Needs a store with `recordStep` (checked at boot).
+   * See docs/steps.md. Default: false.
+   */
+  resumable?: boolean;
 }
 
 /**

@@ -6,8 +6,8 @@ export type IdempotencyRunKey = string | number | bigint;
 /**
  * Options of `IdempotencyService.run()` and `@IdempotentMethod()`. Every option left out takes the
  * module's value from `forRoot()` (`ttl`, `lockTtl`, `storeTimeout`, `waitTimeout`, `keyPrefix`,
- * `maxKeyLength`, `maxResponseBytes`, `compression`, `onEvent`), except `onConflict`,
- * `storeErrors` and `transactional`, whose defaults below are run()'s own.
+ * `maxKeyLength`, `maxResponseBytes`, `compression`, `onEvent`, `resumable`), except
+ * `onConflict`, `storeErrors` and `transactional`, whose defaults below are run()'s own.
  */
 export interface IdempotencyRunOptions {
   /**
@@ -55,6 +55,27 @@ export interface IdempotencyRunOptions {
    * `TransactionHost`; `{ connectionName }` picks a named one) and writes the result in that
    * transaction: `fn`'s writes through `txHost.tx` and the record commit together or not at all.
    * Needs the PostgreSQL or MySQL store on the database `fn` writes to. Default: false.
+   */
+  transactional?: boolean | { connectionName?: string };
+  /**
+   * Lets `fn` resume where an earlier call with the key stopped: each
+   * `IdempotencyService.step(name, fn)` it calls runs once per key, and a later call (after `fn`
+   * threw, or its process died) returns the recorded results of the steps that finished and
+   * runs from the first that did not. With `transactional`, one transaction per step instead of
+   * one around `fn`. Needs a store that records steps. See docs/steps.md. Default: the module's
+   * `resumable` (false).
+   */
+  resumable?: boolean;
+}
+
+/** Options of `IdempotencyService.step()`. */
+export interface IdempotencyStepOptions {
+  /**
+   * Runs the step's function and writes its record in one transaction of the app's
+   * `TransactionHost` (`{ connectionName }` picks a named one): its writes through `txHost.tx`
+   * and its record commit together, or roll back together. `false` runs the step outside any
+   * transaction: for a step that calls a network API, which must not hold a transaction open.
+   * Default: the `transactional` option of the route or run().
    */
   transactional?: boolean | { connectionName?: string };
 }

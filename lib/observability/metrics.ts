@@ -3,7 +3,14 @@ import type { IdempotencyEventType } from '../interfaces/idempotency-event.inter
 import { loadOptional } from '../utils/load-optional';
 
 /** Store operations the interceptor times. */
-export type IdempotencyStoreOperation = 'claim' | 'complete' | 'release' | 'extend' | 'watch';
+export type IdempotencyStoreOperation =
+  | 'claim'
+  | 'complete'
+  | 'release'
+  | 'extend'
+  | 'watch'
+  /** Recording a step of a resumable run (`recordStep`, `recordStepInTransaction`). */
+  | 'step';
 
 /** What the interceptor reports to a metrics backend. */
 export interface IdempotencyMetrics {

@@ -28,6 +28,7 @@ export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
   transactional: false,
   statusHeader: false,
   propagateKeys: false,
+  resumable: false,
 };
 
 /**

@@ -6,6 +6,7 @@ import type {
 } from '../interfaces/idempotency-options.interface';
 import type {
   IdempotencyRunOptions,
+  IdempotencyStepOptions,
   IdempotentMethodOptions,
 } from '../interfaces/idempotency-run-options.interface';
 import { unknownOptionProblem } from './option-names';
@@ -54,6 +55,7 @@ const ROUTE_NAMES = namesOf<IdempotencyOptions>({
   compression: true,
   problemDetails: true,
   propagateKeys: true,
+  resumable: true,
 });
 
 /** Options only the module takes: the store, listeners, secrets. */
@@ -94,6 +96,7 @@ const RUN_NAMES = namesOf<IdempotencyRunOptions>({
   ttl: true,
   storeErrors: true,
   transactional: true,
+  resumable: true,
 });
 
 /**
@@ -182,8 +185,18 @@ export const METHOD_OPTION_NAMES: OptionNames = {
     ttl: true,
     storeErrors: true,
     transactional: true,
+    resumable: true,
   }),
   elsewhere: RUN_OPTION_NAMES.elsewhere,
+};
+
+/** `IdempotencyService.step(name, fn, {...})`: the rest is the route's or run()'s. */
+export const STEP_OPTION_NAMES: OptionNames = {
+  known: namesOf<IdempotencyStepOptions>({ transactional: true }),
+  elsewhere: placed(
+    ROUTE_NAMES.filter((name) => name !== 'transactional'),
+    '@Idempotent() or run() (a step takes the rest from them)',
+  ),
 };
 
 /**

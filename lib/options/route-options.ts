@@ -24,7 +24,7 @@ const COUNTS = [
 /** Options that set a Node timer (lockTtl: its third), which fires at once past 2^31 - 1 ms. */
 const TIMERS = ['lockTtl', 'storeTimeout', 'waitTimeout'] as const;
 const MAX_TIMER_MS = 2 ** 31 - 1;
-const FLAGS = ['enabled', 'required', 'failOpen', 'propagateKeys'] as const;
+const FLAGS = ['enabled', 'required', 'failOpen', 'propagateKeys', 'resumable'] as const;
 const FUNCTIONS = ['key', 'onReplay', 'onReject'] as const;
 const HEADER_NAME = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Headers the outcome header may not be named: they mean something else to clients and proxies. */

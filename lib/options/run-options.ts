@@ -1,6 +1,14 @@
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import type { IdempotencyRunOptions } from '../interfaces/idempotency-run-options.interface';
-import { assertKnownNames, METHOD_OPTION_NAMES, RUN_OPTION_NAMES } from './known-names';
+import type {
+  IdempotencyRunOptions,
+  IdempotencyStepOptions,
+} from '../interfaces/idempotency-run-options.interface';
+import {
+  assertKnownNames,
+  METHOD_OPTION_NAMES,
+  RUN_OPTION_NAMES,
+  STEP_OPTION_NAMES,
+} from './known-names';
 import { validateOptions } from './route-options';
 
 /** The scope of a run() call that sets none. */
@@ -13,7 +21,7 @@ export const DEFAULT_RUN_SCOPE = 'default';
 export type RunOverrides = Partial<
   Pick<
     ResolvedIdempotencyOptions,
-    'onConflict' | 'waitTimeout' | 'lockTtl' | 'ttl' | 'storeErrors' | 'transactional'
+    'onConflict' | 'waitTimeout' | 'lockTtl' | 'ttl' | 'storeErrors' | 'transactional' | 'resumable'
   >
 >;
 
@@ -80,6 +88,22 @@ export function checkMethodOptions(given: unknown): void {
     );
   }
   resolveRunOptions(rest, where);
+}
+
+/**
+ * Checks the options of `IdempotencyService.step(name, fn, options)`, before the step runs: only
+ * `transactional`, a boolean or `{ connectionName?: string }`.
+ *
+ * @param given step()'s third argument (`undefined` for none)
+ * @throws TypeError `<where>: ...`
+ */
+export function checkStepOptions(given: unknown, where: string): IdempotencyStepOptions {
+  if (given === undefined) return {};
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) {
+    throw new TypeError(`${where}: options must be an object, got ${describe(given)}`);
+  }
+  assertKnownNames(given, STEP_OPTION_NAMES, where);
+  return validateOptions(given as IdempotencyStepOptions, where);
 }
 
 function describe(value: unknown): string {

@@ -1,45 +1,10 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { createHmac } from 'node:crypto';
+import { type ClaimContext, currentClaim } from './claim-context';
 
-/** What a claimed handler's async context knows, for the keys derived in it. */
-interface ClaimContext {
-  /** The record's store key: prefix and the hash of route (or key space), scope and client key. */
-  recordKey: string;
-  /** The module's `keyDerivationSecret`, or undefined when none was set. */
-  secret: string | Buffer | undefined;
-  /** Whether outbound calls made here carry derived keys (option `propagateKeys`). */
-  propagate: boolean;
-  /** Calls made so far per label, for the ordinals of propagated keys. */
-  calls: Map<string, number>;
-}
-
-/** The settings of a claimed run that matter to derivation. */
-export interface DerivationSettings {
-  /** The module's {@link IdempotencyModuleOptions.keyDerivationSecret}. */
-  keyDerivationSecret?: string | Buffer;
-  /** The route's {@link IdempotencyOptions.propagateKeys}. */
-  propagateKeys?: boolean;
-}
-
-const claims = new AsyncLocalStorage<ClaimContext>();
+export { type DerivationSettings, inClaimContext } from './claim-context';
 
 /** Tells the derivation apart from any other use of the same secret. */
 const DOMAIN = 'nestjs-idempotency derived key v1';
-
-/**
- * Runs `fn` in a claim's context (see `runClaimed`, which also wraps the outbound clients).
- *
- * @param recordKey the store key of the claimed record (never the client's raw key)
- */
-export function inClaimContext<T>(recordKey: string, settings: DerivationSettings, fn: () => T): T {
-  const context: ClaimContext = {
-    recordKey,
-    secret: settings.keyDerivationSecret,
-    propagate: settings.propagateKeys === true,
-    calls: new Map(),
-  };
-  return claims.run(context, fn);
-}
 
 /**
  * A key for one downstream call of the running claimed handler (an `Idempotency-Key` to send to
@@ -47,7 +12,9 @@ export function inClaimContext<T>(recordKey: string, settings: DerivationSetting
  * request, in any process or replica sharing the module's `keyDerivationSecret`, and different
  * for another request, another label or another secret. It is an HMAC-SHA-256 of the record
  * (route or key space, scope, client key, as the store names the record) and `label`, in
- * base64url (43 characters); it reveals nothing of the client's key.
+ * base64url (43 characters); it reveals nothing of the client's key. Inside a step of a resumable
+ * handler (`IdempotencyService.step()`), it is derived from the step (its place and name) instead:
+ * the same every time that step runs for the request, another in another step.
  *
  * @param label what the call is, stable across re-runs (`'charge'`, `'POST https://api/x'`); one
  *   label names one call: two distinct charges need two labels
@@ -55,7 +22,7 @@ export function inClaimContext<T>(recordKey: string, settings: DerivationSetting
  *   or when the module has no `keyDerivationSecret`; see {@link tryDerivedIdempotencyKey}
  */
 export function derivedIdempotencyKey(label: string): string {
-  const context = claims.getStore();
+  const context = currentClaim();
   if (!context) {
     throw new Error(
       'derivedIdempotencyKey() is only available inside a claimed @Idempotent() handler ' +
@@ -71,7 +38,7 @@ export function derivedIdempotencyKey(label: string): string {
  * `keyDerivationSecret`: that is a configuration error, not a missing claim.
  */
 export function tryDerivedIdempotencyKey(label: string): string | undefined {
-  const context = claims.getStore();
+  const context = currentClaim();
   return context ? derive(context, label) : undefined;
 }
 
@@ -82,7 +49,7 @@ export function tryDerivedIdempotencyKey(label: string): string | undefined {
  * Undefined outside a propagating handler.
  */
 export function propagatedKey(label: string): string | undefined {
-  const context = claims.getStore();
+  const context = currentClaim();
   if (!context?.propagate) return undefined;
   const n = (context.calls.get(label) ?? 0) + 1;
   context.calls.set(label, n);
@@ -91,7 +58,7 @@ export function propagatedKey(label: string): string | undefined {
 
 /** Whether the current async context is a handler with `propagateKeys` (cheap: no key made). */
 export function isPropagating(): boolean {
-  return claims.getStore()?.propagate === true;
+  return currentClaim()?.propagate === true;
 }
 
 function derive(context: ClaimContext, label: string): string {

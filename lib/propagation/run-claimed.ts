@@ -1,4 +1,5 @@
-import { type DerivationSettings, inClaimContext } from './derived-key';
+import type { ClaimSteps } from '../core/steps';
+import { type DerivationSettings, inClaimContext } from './claim-context';
 import { propagateOutboundCalls } from './install';
 
 /**
@@ -12,6 +13,21 @@ import { propagateOutboundCalls } from './install';
  * @param settings the route's `propagateKeys` and the module's `keyDerivationSecret`
  */
 export function runClaimed<T>(recordKey: string, settings: DerivationSettings, fn: () => T): T {
+  return enterClaim(recordKey, settings, fn);
+}
+
+/**
+ * {@link runClaimed}, as the claim core calls it: with the run's steps in the context when it is
+ * resumable. The context is what derived keys, propagated keys and steps read, and nothing else:
+ * a run with none of the three (no `keyDerivationSecret`, no `propagateKeys`, no `steps`) could
+ * skip it, on that one condition.
+ */
+export function enterClaim<T>(
+  recordKey: string,
+  settings: DerivationSettings,
+  fn: () => T,
+  steps?: ClaimSteps,
+): T {
   if (settings.propagateKeys === true) propagateOutboundCalls(); // once; normally done at boot
-  return inClaimContext(recordKey, settings, fn);
+  return inClaimContext(recordKey, settings, fn, steps);
 }

@@ -39,12 +39,26 @@ export interface IdempotencyRecordQuery {
   keyPrefix?: string;
 }
 
+/** A step a `resumable` handler recorded under a key: its place in the order of steps, and name. */
+export interface IdempotencyRecordStep {
+  index: number;
+  name: string;
+}
+
 /** A record as {@link IdempotencyRecords.inspect} reports it. */
 export type IdempotencyRecordState =
-  /** No live record: never used, released, expired or deleted. */
-  | { state: 'absent' }
-  /** A handler runs under the key; its lease runs out in `leaseMsLeft` ms unless renewed. */
-  | { state: 'pending'; leaseMsLeft: number }
+  /**
+   * No live record: never used, released, expired or deleted. `steps`: the steps a `resumable`
+   * run recorded before it failed, crashed or was released, after which the next run resumes
+   * (absent when there are none).
+   */
+  | { state: 'absent'; steps?: IdempotencyRecordStep[] }
+  /**
+   * A handler runs under the key; its lease runs out in `leaseMsLeft` ms unless renewed.
+   * `steps`: the steps of a `resumable` handler recorded so far, by this run or earlier ones
+   * (absent when there are none): where a stuck run is.
+   */
+  | { state: 'pending'; leaseMsLeft: number; steps?: IdempotencyRecordStep[] }
   /**
    * The outcome is stored: its HTTP `status` (none for RPC), whether it is a stored `error`
    * (`storeErrors`), the stored body's size in `bytes` (compressed if it was), the ms since it
@@ -83,16 +97,24 @@ export class IdempotencyRecords {
   /** The record's state; nothing is changed. Throws BadRequestException for a malformed query. */
   async inspect(query: IdempotencyRecordQuery): Promise<IdempotencyRecordState> {
     const found = await this.bounded(this.store.inspect(this.storeKey(query)));
-    if (found.state !== 'completed') return found;
+    if (found.state !== 'completed') {
+      // Places and names only, whatever else a store hands over.
+      const steps = found.steps?.map(({ index, name }) => ({ index, name }));
+      if (steps?.length) return { ...found, steps };
+      if (found.state === 'absent') return { state: 'absent' };
+      return { state: 'pending', leaseMsLeft: found.leaseMsLeft };
+    }
     const { status, error } = describeMeta(found.meta);
     const { bytes, ageMs, ttlMsLeft } = found;
     return { state: 'completed', status, error, bytes, ageMs, ttlMsLeft };
   }
 
   /**
-   * Deletes the record whatever its state: the next request with the key runs the handler. A
-   * handler still running under it is fenced (its response is not stored), and duplicates
-   * waiting on it claim the key. @returns whether there was a record.
+   * Deletes the record whatever its state, with the steps a `resumable` handler recorded under
+   * it (also when only those remain: after a step mismatch, to run the request from its first
+   * step): the next request with the key runs the handler from the start. A handler still
+   * running under it is fenced (its response and its next step are not stored), and duplicates
+   * waiting on it claim the key. @returns whether there was a record or steps.
    */
   async delete(query: IdempotencyRecordQuery): Promise<boolean> {
     const key = this.storeKey(query);

@@ -12,6 +12,7 @@ import { ClaimCore } from '../core/claim-core';
 import { describe } from '../core/outcome-events';
 import { ownerToken, recordKey } from '../core/record-key';
 import type { Claim } from '../core/store-calls';
+import { runStep, stepStoreProblem } from '../core/steps';
 import { transactionalStoreProblem } from '../core/transactions';
 import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
@@ -19,6 +20,7 @@ import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-optio
 import type {
   IdempotencyRunKey,
   IdempotencyRunOptions,
+  IdempotencyStepOptions,
 } from '../interfaces/idempotency-run-options.interface';
 import { resolveRunOptions, type ResolvedModuleOptions, type ResolvedRunOptions } from '../options';
 import { IdempotencyStore } from '../stores/idempotency.store';
@@ -72,6 +74,10 @@ export class IdempotencyService implements BeforeApplicationShutdown {
    * `lockTtl`) cannot overwrite the new owner's result: it returns its own value unstored, or
    * with `transactional` its transaction rolls back and it throws `IdempotencyInProgressError`.
    *
+   * With `resumable`, `fn` may call {@link step}: a call after `fn` failed (or its process died)
+   * returns the recorded results of the steps that finished and runs from the first that did
+   * not; with `transactional` too, each step runs in its own transaction and `fn` in none.
+   *
    * Throws `IdempotencyKeyInvalidError` (bad key), `IdempotencyKeyReusedError` (fingerprint
    * mismatch), `IdempotencyInProgressError`, `IdempotencyStoreUnavailableError` (the store did
    * not answer: `fn` did not run; or, with `transactional`, the record could not be written and
@@ -104,6 +110,43 @@ export class IdempotencyService implements BeforeApplicationShutdown {
     });
   }
 
+  /**
+   * A step of a resumable handler or run(): runs `fn` once per request and records its result
+   * under the claim (fenced by the owner token); when the same request runs again (a retry
+   * after a crash, after its claim was released, after its lease was taken over), a step
+   * recorded before returns its recorded result without running `fn`, and the run goes on from
+   * the first step not recorded. Results round-trip as run()'s do (JSON values, `Date`, `bigint`,
+   * `Buffer`, `Map`, `Set`, `undefined`; sealed with `encryption`).
+   *
+   * Steps are numbered in the order step() is called (at the call, so steps started together
+   * with `Promise.all` are numbered in the order of the calls); a step recorded under another
+   * name at a step's place fails the run with `IdempotencyStepMismatchError` (the code changed).
+   * Keep the steps of a request the same, in the same order, on every run: see docs/steps.md.
+   * Inside a step, `derivedIdempotencyKey()` and `propagateKeys` derive keys from the step.
+   *
+   * With `transactional` (the route's or run()'s, or `options.transactional`), `fn`'s writes
+   * through the app's `TransactionHost` and the step's record commit in one transaction. Without
+   * it, the record is written after `fn` returns: a crash in between runs the step again.
+   *
+   * Rejects outside a claimed handler or run() that is `resumable`, inside another step, when
+   * `fn`'s result cannot be stored (after `fn` ran), and with the run's refusal when the step
+   * cannot be recorded: `IdempotencyInProgressError` when the run lost its key to another
+   * (fenced), `IdempotencyStoreUnavailableError` when the store failed.
+   *
+   * @example
+   * ```ts
+   * const order = await idempotency.step('order', () => orders.insert(dto));
+   * const charge = await idempotency.step('charge', () => payments.charge(order));
+   * ```
+   */
+  step<T>(
+    name: string,
+    fn: () => T | Promise<T>,
+    options?: IdempotencyStepOptions,
+  ): Promise<Awaited<T>> {
+    return runStep(name, fn, options);
+  }
+
   /** The claim of a call: its store key, a new owner token and its options over the module's. */
   private claimOf(key: IdempotencyRunKey, { scope, overrides }: ResolvedRunOptions): Claim {
     const options: ResolvedIdempotencyOptions = {
@@ -114,7 +157,9 @@ export class IdempotencyService implements BeforeApplicationShutdown {
       failOpen: false,
       ...overrides,
     };
-    const problem = options.transactional && transactionalStoreProblem(this.store);
+    const problem =
+      (options.transactional && transactionalStoreProblem(this.store)) ||
+      (options.resumable && stepStoreProblem(this.store, options.transactional));
     if (problem) throw new TypeError(`IdempotencyService.run: ${problem}`);
     const space = RUN_SPACE + scope;
     const text = keyText(key, options.maxKeyLength);

@@ -2,6 +2,7 @@ import { strict as assert } from 'node:assert';
 import { randomUUID } from 'node:crypto';
 import type { IdempotencyStore } from '../stores/idempotency.store';
 import { operatorContract } from './store-contract-operators';
+import { stepContract } from './store-contract-steps';
 import { type Body, type ContractContext, response } from './store-contract-support';
 import { watchContract } from './store-contract-watch';
 
@@ -248,6 +249,8 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
     } else {
       operatorContract(context);
     }
+
+    stepContract(context, options.operatorMethods !== false);
 
     it(
       'keeps keys independent',

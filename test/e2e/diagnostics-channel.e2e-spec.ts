@@ -6,7 +6,7 @@ import {
   IdempotencyEventType,
   IdempotencyModule,
 } from '../../lib';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { cleanUpPrefix, STORES, testRedisUrl, uniquePrefix } from '../support/redis';
 import { PLATFORMS, post, startTestApp, TestApp } from '../support/test-app';
 
 /**
@@ -15,7 +15,7 @@ import { PLATFORMS, post, startTestApp, TestApp } from '../support/test-app';
  * with no `onEvent` listener at all.
  */
 describe.each(PLATFORMS)('diagnostics_channel events on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
+  describe.each(STORES)('with the %s store', (storeName) => {
     const prefix = uniquePrefix(`diagnostics-${platform}`);
     const received: { channel: string; event: IdempotencyEvent }[] = [];
     const types: IdempotencyEventType[] = ['claimed', 'completed', 'replayed', 'key_reused'];
@@ -36,11 +36,7 @@ describe.each(PLATFORMS)('diagnostics_channel events on %s', (platform) => {
     afterAll(async () => {
       for (const { name, listener } of listeners) unsubscribe(name, listener);
       await test?.close();
-      if (storeName === 'redis') {
-        const redis = inspectionClient();
-        await deleteKeysUnder(redis, prefix);
-        await redis.quit();
-      }
+      if (storeName === 'redis') await cleanUpPrefix(prefix);
     });
 
     it('publishes each outcome on the channel named for its type', async () => {

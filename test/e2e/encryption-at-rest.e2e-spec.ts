@@ -1,8 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { IdempotencyModuleOptions, IdempotencyRecords } from '../../lib';
-import { PLATFORMS, post, startTestApp, TestApp } from '../support/test-app';
-import { RealStore, realStore, STORE_NAMES } from '../support/wrapped-store';
+import { PLATFORMS, post, startTestApp } from '../support/test-app';
+import { realStore, STORE_NAMES, storeSuite } from '../support/wrapped-store';
 
 let seq = 0;
 const newKey = () => `enc-${Date.now()}-${++seq}`;
@@ -14,37 +14,28 @@ const NEW_KEY = 'a secret string of at least thirty-two characters';
 
 describe.each(PLATFORMS)('encryption at rest on %s', (platform) => {
   describe.each(STORE_NAMES)('with the %s store', (storeName) => {
-    let real: RealStore;
-    const apps: TestApp[] = [];
+    const suite = storeSuite(storeName);
     const start = async (options: IdempotencyModuleOptions) => {
       const app = await startTestApp(platform, {
-        store: real.store,
-        keyPrefix: real.keyPrefix,
+        store: suite.real.store,
+        keyPrefix: suite.real.keyPrefix,
         storeErrors: [402],
         ...options,
       });
-      apps.push(app);
+      suite.track(app);
       return app;
     };
 
-    beforeAll(async () => {
-      real = await realStore(storeName);
-    }, 30_000);
-    afterEach(async () => {
-      await Promise.all(apps.splice(0).map((app) => app.close()));
-    });
-    afterAll(async () => real?.close());
-
     if (storeName !== 'memory') {
       it('stores the body, headers and errors in plaintext without it, and sealed with it', async () => {
-        const plainStore = real;
+        const plainStore = suite.real;
         const plain = await start({});
         expect(
           (await post(plain.url, '/payments', { key: newKey(), body: { SECRET } })).status,
         ).toBe(201);
         const declined = await post(plain.url, '/payments/fail', { key: newKey() });
         expect(declined.status).toBe(402);
-        const stored = await real.rawBytes();
+        const stored = await suite.real.rawBytes();
         // Without encryption: the body, a replayed header and the stored error, as sent.
         expect(stored.includes(SECRET)).toBe(true);
         expect(stored.includes('/payments/42')).toBe(true);
@@ -52,13 +43,13 @@ describe.each(PLATFORMS)('encryption at rest on %s', (platform) => {
         await plain.close();
         await plainStore.close();
 
-        real = await realStore(storeName); // an empty one: every byte in it is a sealed record's
+        suite.real = await realStore(storeName); // an empty one: every byte in it is a sealed record's
         const sealed = await start({ encryption: { keys: [NEW_KEY] } });
         const key = newKey();
         const first = await post(sealed.url, '/payments', { key, body: { SECRET } });
         expect(first.status).toBe(201);
         expect((await post(sealed.url, '/payments/fail', { key: newKey() })).status).toBe(402);
-        const added = await real.rawBytes();
+        const added = await suite.real.rawBytes();
         expect(added.length).toBeGreaterThan(0);
         expect(added.includes(SECRET)).toBe(false);
         expect(added.includes('/payments/42')).toBe(false);

@@ -1,8 +1,8 @@
 import { Body, Controller, ExecutionContext, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
 import { Idempotent, IdempotencyModule } from '../../lib';
+import { listen } from '../support/http-app';
 import { PLATFORMS, post } from '../support/test-app';
 
 /**
@@ -41,12 +41,7 @@ describe.each(PLATFORMS)('a fingerprint function returning a Map or a Set on %s'
   beforeAll(async () => {
     @Module({ imports: [IdempotencyModule.forRoot({})], controllers: [PaymentsController] })
     class AppModule {}
-    app =
-      platform === 'fastify'
-        ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-        : await NestFactory.create(AppModule, { logger: false });
-    await app.listen(0, '127.0.0.1');
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    ({ app, url } = await listen(platform, AppModule));
   });
 
   afterAll(() => app?.close());

@@ -1,6 +1,4 @@
-import type { IdempotencyModuleOptions } from '../../lib';
-import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { threeStores } from '../support/stores';
 import { GRAPHQL_SERVERS, startGraphqlApp, type GraphqlApp } from '../support/graphql-app';
 
 // What depends on the store: replay, a concurrent duplicate, wait mode; on each store, on
@@ -13,28 +11,9 @@ const fields = 'id item createdAt cents run label';
 const mutation = (name: string) =>
   `mutation ($item: String!) { ${name}(item: $item) { ${fields} } }`;
 
-const redisPrefix = uniquePrefix('graphql');
-const table = uniqueTable('graphql');
+const { stores: STORES, cleanUp } = threeStores('graphql');
 
-const STORES: { name: string; options: () => IdempotencyModuleOptions }[] = [
-  { name: 'memory', options: () => ({}) },
-  { name: 'Redis', options: () => ({ redis: testRedisUrl(), keyPrefix: redisPrefix }) },
-  {
-    name: 'PostgreSQL',
-    options: () => ({
-      postgres: { connectionString: testPostgresUrl(), table, ensureSchema: true },
-    }),
-  },
-];
-
-afterAll(async () => {
-  const redis = inspectionClient();
-  await deleteKeysUnder(redis, redisPrefix);
-  await redis.quit();
-  const pool = await testPool();
-  await dropTable(pool, table);
-  await pool.end();
-});
+afterAll(cleanUp);
 
 describe.each(STORES)('GraphQL mutations on the $name store', (store) => {
   describe.each(GRAPHQL_SERVERS)('%s', (server) => {

@@ -1,8 +1,6 @@
 import { type ServiceError, status } from '@grpc/grpc-js';
-import type { IdempotencyModuleOptions } from '../../lib';
 import { startGrpcApp, StreamingController, type GrpcApp } from '../support/grpc-app';
-import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { threeStores } from '../support/stores';
 import { findFreePort } from '../support/redis-server';
 
 // @Idempotent() on unary @GrpcMethod() handlers: a real Nest gRPC server, a @grpc/grpc-js client.
@@ -22,28 +20,9 @@ async function failure(call: Promise<unknown>): Promise<ServiceError> {
   throw new Error('the call succeeded');
 }
 
-const redisPrefix = uniquePrefix('grpc');
-const table = uniqueTable('grpc');
+const { stores: STORES, cleanUp } = threeStores('grpc');
 
-const STORES: { name: string; options: () => IdempotencyModuleOptions }[] = [
-  { name: 'memory', options: () => ({}) },
-  { name: 'Redis', options: () => ({ redis: testRedisUrl(), keyPrefix: redisPrefix }) },
-  {
-    name: 'PostgreSQL',
-    options: () => ({
-      postgres: { connectionString: testPostgresUrl(), table, ensureSchema: true },
-    }),
-  },
-];
-
-afterAll(async () => {
-  const redis = inspectionClient();
-  await deleteKeysUnder(redis, redisPrefix);
-  await redis.quit();
-  const pool = await testPool();
-  await dropTable(pool, table);
-  await pool.end();
-});
+afterAll(cleanUp);
 
 describe.each(STORES)('gRPC methods on the $name store', (store) => {
   let api: GrpcApp;

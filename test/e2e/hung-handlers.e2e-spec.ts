@@ -1,6 +1,6 @@
 import { IdempotencyModuleOptions } from '../../lib';
-import { PLATFORMS, post, startTestApp, TestApp } from '../support/test-app';
-import { RealStore, realStore, STORE_NAMES } from '../support/wrapped-store';
+import { PLATFORMS, post, startTestApp } from '../support/test-app';
+import { STORE_NAMES, storeSuite } from '../support/wrapped-store';
 
 let seq = 0;
 const newKey = () => `hung-${Date.now()}-${++seq}`;
@@ -10,25 +10,16 @@ const WAITING: IdempotencyModuleOptions = { onConflict: 'wait', waitTimeout: 8_0
 
 describe.each(PLATFORMS)('a hung handler on %s', (platform) => {
   describe.each(STORE_NAMES)('with the %s store', (storeName) => {
-    let real: RealStore;
-    const apps: TestApp[] = [];
+    const suite = storeSuite(storeName);
     const start = async (options: IdempotencyModuleOptions) => {
       const app = await startTestApp(platform, {
-        store: real.store,
-        keyPrefix: real.keyPrefix,
+        store: suite.real.store,
+        keyPrefix: suite.real.keyPrefix,
         ...options,
       });
-      apps.push(app);
+      suite.track(app);
       return app;
     };
-
-    beforeAll(async () => {
-      real = await realStore(storeName);
-    }, 30_000);
-    afterEach(async () => {
-      await Promise.all(apps.splice(0).map((app) => app.close()));
-    });
-    afterAll(async () => real?.close());
 
     it('holds its key no longer than maxLockHold: a retry then runs, and its late outcome is fenced', async () => {
       const t = await start({ lockTtl: 300, maxLockHold: 300, ...WAITING });

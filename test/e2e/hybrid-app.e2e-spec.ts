@@ -21,7 +21,7 @@ import {
 import { firstValueFrom } from 'rxjs';
 import { Idempotent, IdempotencyModule } from '../../lib';
 import {
-  deleteKeysUnder,
+  cleanUpPrefix,
   inspectionClient,
   keysUnder,
   testRedisUrl,
@@ -105,9 +105,7 @@ describe('a hybrid app (HTTP + GraphQL + microservice) with one store', () => {
   afterAll(async () => {
     await client?.close();
     await app?.close();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   const viaHttp = async (key: string) => {

@@ -1,4 +1,4 @@
-import { INestApplicationContext, Module } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { randomBytes, randomUUID } from 'node:crypto';
 import {
@@ -9,7 +9,8 @@ import {
   IdempotencyService,
 } from '../../lib';
 import { deferred } from '../support/test-app';
-import { RealStore, realStore } from '../support/wrapped-store';
+import { STORES } from '../support/redis';
+import { storeSuite } from '../support/wrapped-store';
 
 const KEY_A = randomBytes(32);
 const KEY_B = randomBytes(32);
@@ -19,9 +20,8 @@ const DERIVATION_SECRET = randomBytes(32);
  * What IdempotencyService.run() shares with @Idempotent() handlers: results sealed with
  * `encryption`, derivedIdempotencyKey() inside fn, heartbeats stopped at shutdown.
  */
-describe.each(['memory', 'redis'] as const)('IdempotencyService.run() on the %s store', (kind) => {
-  let real: RealStore;
-  const apps: INestApplicationContext[] = [];
+describe.each(STORES)('IdempotencyService.run() on the %s store', (kind) => {
+  const suite = storeSuite(kind);
 
   /** A service on the suite's store; `keys` turns encryption on. */
   async function start(
@@ -31,8 +31,8 @@ describe.each(['memory', 'redis'] as const)('IdempotencyService.run() on the %s 
     @Module({
       imports: [
         IdempotencyModule.forRoot({
-          store: real.store,
-          keyPrefix: real.keyPrefix,
+          store: suite.real.store,
+          keyPrefix: suite.real.keyPrefix,
           ...(keys && { encryption: { keys } }),
           ...options,
         }),
@@ -40,17 +40,9 @@ describe.each(['memory', 'redis'] as const)('IdempotencyService.run() on the %s 
     })
     class AppModule {}
     const app = await NestFactory.createApplicationContext(AppModule, { logger: false });
-    apps.push(app);
+    suite.track(app);
     return app.get(IdempotencyService);
   }
-
-  beforeAll(async () => {
-    real = await realStore(kind);
-  }, 30_000);
-  afterEach(async () => {
-    await Promise.all(apps.splice(0).map((app) => app.close()));
-  });
-  afterAll(async () => real?.close());
 
   it('seals the result with `encryption` and replays it', async () => {
     const plain = await start();
@@ -63,7 +55,7 @@ describe.each(['memory', 'redis'] as const)('IdempotencyService.run() on the %s 
     const fn = () => ({ card: secret, at: new Date(7), runs: ++runs });
     const first = await sealed.run(key, fn);
     if (kind === 'redis') {
-      const stored = (await real.rawBytes()).toString('latin1');
+      const stored = (await suite.real.rawBytes()).toString('latin1');
       // The unsealed result is there as text, so the sealed one would be found if it were.
       expect(stored).toContain(plainSecret);
       expect(stored).not.toContain(secret);
@@ -120,7 +112,7 @@ describe.each(['memory', 'redis'] as const)('IdempotencyService.run() on the %s 
       return 'hung';
     });
     await started.promise;
-    await apps.shift()?.close();
+    await suite.apps.shift()?.close();
     // Renewed forever, the lease would make this wait out its 10 s and throw in progress.
     const replica = await start(undefined, { lockTtl: 1_000, waitTimeout: 10_000 });
     await expect(replica.run(key, () => 'retried')).resolves.toBe('retried');

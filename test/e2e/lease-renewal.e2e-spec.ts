@@ -1,31 +1,27 @@
 import { IdempotencyModuleOptions } from '../../lib';
-import { deferred, PLATFORMS, post, startTestApp, TestApp } from '../support/test-app';
-import { RealStore, realStore, STORE_NAMES, WrappedStore } from '../support/wrapped-store';
+import { deferred, PLATFORMS, post, startTestApp } from '../support/test-app';
+import { STORE_NAMES, storeSuite, WrappedStore } from '../support/wrapped-store';
 
 let seq = 0;
 const newKey = () => `lease-${Date.now()}-${++seq}`;
 
 describe.each(PLATFORMS)('the lease on %s', (platform) => {
   describe.each(STORE_NAMES)('with the %s store', (storeName) => {
-    let real: RealStore;
+    const suite = storeSuite(storeName);
     let store: WrappedStore;
-    const apps: TestApp[] = [];
     const start = async (options: IdempotencyModuleOptions = {}) => {
-      const app = await startTestApp(platform, { store, keyPrefix: real.keyPrefix, ...options });
-      apps.push(app);
+      const app = await startTestApp(platform, {
+        store,
+        keyPrefix: suite.real.keyPrefix,
+        ...options,
+      });
+      suite.track(app);
       return app;
     };
 
-    beforeAll(async () => {
-      real = await realStore(storeName);
-    }, 30_000);
     beforeEach(() => {
-      store = new WrappedStore(real.store);
+      store = new WrappedStore(suite.real.store);
     });
-    afterEach(async () => {
-      await Promise.all(apps.splice(0).map((app) => app.close()));
-    });
-    afterAll(async () => real?.close());
 
     it('is renewed until a slow completion write lands: a duplicate gets 409, the handler runs once', async () => {
       const t = await start({ lockTtl: 300 });

@@ -4,17 +4,14 @@ import { randomUUID } from 'node:crypto';
 import { lastValueFrom } from 'rxjs';
 import { Idempotent, rmqManualAck } from '../../lib';
 import {
-  MQTT_URL,
-  NATS_URL,
-  requireBroker,
+  requireTransport,
   RMQ_URL,
   startConsumer,
-  TransportName,
   transportSetup,
   withHeaders,
   withKey,
 } from '../support/microservice-app';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { cleanUpPrefix, testRedisUrl, uniquePrefix } from '../support/redis';
 import { RedisProcess, startRedisServer } from '../support/redis-server';
 import { Executions } from '../support/test-app';
 
@@ -27,6 +24,26 @@ const P = {
 
 let executions: Executions;
 type Entry = { eventId: string | number; failFirst?: boolean };
+
+/**
+ * Sends `entry` twice through `send`, the second while the first runs (it waits), and lets the
+ * first finish; resolves once the second's `outcome` (its replay, or its own run) was reported.
+ */
+async function duplicateWhileFirstRuns(
+  send: (entry: Entry) => void,
+  entry: Entry,
+  outcome: 'replayed' | 'completed',
+): Promise<void> {
+  const started = executions.nextStarted();
+  send(entry);
+  const release = await started;
+  const waiting = executions.waitFor('waiting');
+  send(entry);
+  await waiting;
+  const done = executions.waitFor(outcome);
+  release();
+  await done;
+}
 
 /** Holds its first run until the test releases it; fails it then when asked to. */
 async function firstRunHeld(name: string, entry: Entry): Promise<number> {
@@ -76,17 +93,6 @@ async function settle<T>(context: RmqContext, work: () => Promise<T>): Promise<T
   }
 }
 
-const BROKERS: Partial<Record<TransportName, [string, string]>> = {
-  nats: ['NATS', NATS_URL],
-  rmq: ['RabbitMQ', RMQ_URL],
-  mqtt: ['Mosquitto', MQTT_URL],
-};
-
-async function requireTransport(name: TransportName): Promise<void> {
-  const broker = BROKERS[name];
-  if (broker) await requireBroker(broker[0], '127.0.0.1', Number(new URL(broker[1]).port));
-}
-
 describe.each(['tcp', 'redis', 'nats', 'mqtt'] as const)(
   'a duplicate event while the first runs, on %s (acked on delivery)',
   (name) => {
@@ -111,38 +117,20 @@ describe.each(['tcp', 'redis', 'nats', 'mqtt'] as const)(
     afterAll(async () => {
       await consumer?.close();
       await transportRedis?.stop();
-      const redis = inspectionClient();
-      await deleteKeysUnder(redis, prefix);
-      await redis.quit();
+      await cleanUpPrefix(prefix);
     });
 
     it('is skipped once the first completed', async () => {
       executions.counts.clear();
       const eventId = randomUUID();
-      const started = executions.nextStarted();
-      emit({ eventId });
-      const release = await started;
-      const waiting = executions.waitFor('waiting');
-      emit({ eventId });
-      await waiting;
-      const replayed = executions.waitFor('replayed');
-      release();
-      await replayed;
+      await duplicateWhileFirstRuns(emit, { eventId }, 'replayed');
       expect(executions.count('ledger')).toBe(1);
     });
 
     it('runs once the first failed (before, it was refused as in progress and lost)', async () => {
       executions.counts.clear();
       const eventId = randomUUID();
-      const started = executions.nextStarted();
-      emit({ eventId, failFirst: true });
-      const release = await started;
-      const waiting = executions.waitFor('waiting');
-      emit({ eventId, failFirst: true });
-      await waiting;
-      const completed = executions.waitFor('completed');
-      release();
-      await completed;
+      await duplicateWhileFirstRuns(emit, { eventId, failFirst: true }, 'completed');
       expect(executions.count('ledger')).toBe(2);
     });
 
@@ -184,9 +172,7 @@ describe('RabbitMQ with manual ack and prefetch 20 (rmqManualAck)', () => {
   }, 30_000);
   afterAll(async () => {
     await consumer?.close();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   /** Messages left in the queue once the consumer's channel closed (unacked ones return to it). */
@@ -219,15 +205,7 @@ describe('RabbitMQ with manual ack and prefetch 20 (rmqManualAck)', () => {
   it('settles a duplicate event that arrives while the first runs: ran once, nothing unacked', async () => {
     executions.counts.clear();
     const eventId = randomUUID();
-    const started = executions.nextStarted();
-    event({ eventId });
-    const release = await started;
-    const waiting = executions.waitFor('waiting');
-    event({ eventId });
-    await waiting;
-    const replayed = executions.waitFor('replayed');
-    release();
-    await replayed;
+    await duplicateWhileFirstRuns(event, { eventId }, 'replayed');
     expect(executions.count('ack-event')).toBe(1);
     expect(await leftInQueue()).toBe(0);
   });
@@ -235,15 +213,7 @@ describe('RabbitMQ with manual ack and prefetch 20 (rmqManualAck)', () => {
   it('runs the duplicate when the first failed, and settles both', async () => {
     executions.counts.clear();
     const eventId = randomUUID();
-    const started = executions.nextStarted();
-    event({ eventId, failFirst: true });
-    const release = await started;
-    const waiting = executions.waitFor('waiting');
-    event({ eventId, failFirst: true });
-    await waiting;
-    const completed = executions.waitFor('completed');
-    release();
-    await completed;
+    await duplicateWhileFirstRuns(event, { eventId, failFirst: true }, 'completed');
     expect(executions.count('ack-event')).toBe(2);
     expect(await leftInQueue()).toBe(0);
   });

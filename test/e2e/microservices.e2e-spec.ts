@@ -5,15 +5,16 @@ import {
   NATS_URL,
   PATTERNS,
   requireBroker,
+  requireTransport,
   RMQ_URL,
   startConsumer,
   TransportName,
-  transportSetup,
   TransportSetup,
+  transportSetup,
   withHeaders,
   withKey,
 } from '../support/microservice-app';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { cleanUpPrefix, testRedisUrl, uniquePrefix } from '../support/redis';
 import { findFreePort, RedisProcess, startRedisServer } from '../support/redis-server';
 import { deferred, Executions } from '../support/test-app';
 
@@ -39,10 +40,7 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
   let consumer: Consumer;
 
   beforeAll(async () => {
-    if (name === 'nats') await requireBroker('NATS', '127.0.0.1', Number(new URL(NATS_URL).port));
-    if (name === 'rmq') await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
-    if (name === 'mqtt')
-      await requireBroker('Mosquitto', '127.0.0.1', Number(new URL(MQTT_URL).port));
+    await requireTransport(name);
     // The Redis transport gets a private server: its pub/sub channels are then ours alone.
     if (name === 'redis') transportRedis = await startRedisServer();
     setup = await transportSetup(name, transportRedis);
@@ -51,9 +49,7 @@ describe.each(TRANSPORTS)('@Idempotent() on the %s transport', (name) => {
   afterAll(async () => {
     await consumer?.close();
     await transportRedis?.stop();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   const send = <T>(pattern: string, data: Record<string, unknown>, key: string) =>
@@ -205,9 +201,7 @@ describe.each(['nats', 'rmq', 'mqtt'] as const)('the key header on the %s transp
   }, 30_000);
   afterAll(async () => {
     await consumer?.close();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   const charge = (headers: Record<string, string>) =>

@@ -6,7 +6,8 @@ import { MysqlIdempotencyStore, type StoredResponse } from '../../lib';
 import { packageFolder } from '../../lib/utils/load-optional';
 import { checkStoreOptions } from '../../lib/stores/create-store';
 import { dropMysqlTable, testMysqlPool, testMysqlUrl, uniqueMysqlTable } from '../support/mysql';
-import { PLATFORMS, post, startTestApp, type TestApp } from '../support/test-app';
+import { PLATFORMS, startTestApp, type TestApp } from '../support/test-app';
+import { expectDuplicatesHeldThenReplayed } from '../support/wait-cases';
 
 const stored = (text: string): StoredResponse => ({ meta: 'm', body: Buffer.from(text) });
 const claim = (token: string, fingerprint = 'fp', leaseMs = 60_000, waiting = false) => ({
@@ -177,25 +178,6 @@ describe.each(PLATFORMS)("onConflict: 'wait' on the MySQL store (%s)", (platform
     await t?.close();
   });
 
-  it('holds duplicates until the first request completes, then replays its response to each', async () => {
-    const key = randomUUID();
-    const started = t.executions.nextStarted();
-    const first = post(t.url, '/payments/wait', { key, body: { hold: true } });
-    const release = await started;
-    const waiting = t.executions.waitFor('waiting', 3);
-    const duplicates = [1, 2, 3].map(() =>
-      post(t.url, '/payments/wait', { key, body: { hold: true } }),
-    );
-    await waiting;
-    release();
-    const [original, ...replays] = await Promise.all([first, ...duplicates]);
-    expect(original.status).toBe(201);
-    for (const replay of replays) {
-      expect(replay.status).toBe(201);
-      expect(replay.headers.get('idempotent-replayed')).toBe('true');
-      expect(replay.bytes.equals(original.bytes)).toBe(true);
-    }
-    expect(t.executions.count('wait')).toBe(1);
-    expect(t.executions.ofType('conflict')).toHaveLength(0);
-  });
+  it('holds duplicates until the first request completes, then replays its response to each', () =>
+    expectDuplicatesHeldThenReplayed(t));
 });

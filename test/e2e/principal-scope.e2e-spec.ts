@@ -14,13 +14,12 @@ import {
   Post,
   UseGuards,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Observable } from 'rxjs';
 import { Idempotent, IdempotencyModule, IdempotencyModuleOptions } from '../../lib';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { listen } from '../support/http-app';
+import { cleanUpPrefix, STORES, testRedisUrl, uniquePrefix } from '../support/redis';
 import { PLATFORMS, Platform, post } from '../support/test-app';
 
 /**
@@ -102,18 +101,14 @@ async function startApp(
       if (way === 'middleware') consumer.apply(UserMiddleware).forRoutes(PlainController);
     }
   }
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  if (way === 'global interceptor') app.useGlobalInterceptors(new UserInterceptor());
-  await app.listen(0, '127.0.0.1');
-  const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+  const { app, url } = await listen(platform, AppModule, (created) => {
+    if (way === 'global interceptor') created.useGlobalInterceptors(new UserInterceptor());
+  });
   return { app, url, path: way === 'guard' ? '/guarded' : '/plain' };
 }
 
 describe.each(PLATFORMS)('principal scope on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
+  describe.each(STORES)('with the %s store', (storeName) => {
     describe.each(WAYS)('a principal set by a %s', (way) => {
       const prefix = uniquePrefix(`principal-${platform}-${storeName}`);
       let app: INestApplication;
@@ -127,11 +122,7 @@ describe.each(PLATFORMS)('principal scope on %s', (platform) => {
 
       afterAll(async () => {
         await app?.close();
-        if (storeName === 'redis') {
-          const redis = inspectionClient();
-          await deleteKeysUnder(redis, prefix);
-          await redis.quit();
-        }
+        if (storeName === 'redis') await cleanUpPrefix(prefix);
       });
 
       it("never replays one user's response to another user with the same key and body", async () => {

@@ -12,16 +12,13 @@ import { randomUUID } from 'node:crypto';
 import { firstValueFrom } from 'rxjs';
 import { Idempotent, IdempotencyModule } from '../../lib';
 import {
-  type Consumer,
-  MQTT_URL,
-  NATS_URL,
-  requireBroker,
-  RMQ_URL,
+  requireTransport,
   startConsumer,
-  type TransportName,
   transportSetup,
+  type Consumer,
+  type TransportName,
 } from '../support/microservice-app';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import { cleanUpPrefix, testRedisUrl, uniquePrefix } from '../support/redis';
 import { type RedisProcess, startRedisServer } from '../support/redis-server';
 import { Executions, post } from '../support/test-app';
 
@@ -93,10 +90,7 @@ describe.each(TRANSPORTS)('propagateKeys through ClientProxy on %s', (name) => {
   let url: string;
 
   beforeAll(async () => {
-    if (name === 'nats') await requireBroker('NATS', '127.0.0.1', Number(new URL(NATS_URL).port));
-    if (name === 'rmq') await requireBroker('RabbitMQ', '127.0.0.1', Number(new URL(RMQ_URL).port));
-    if (name === 'mqtt')
-      await requireBroker('Mosquitto', '127.0.0.1', Number(new URL(MQTT_URL).port));
+    await requireTransport(name);
     if (name === 'redis') transportRedis = await startRedisServer();
     const setup = await transportSetup(name, transportRedis, `propagated-${RUN}-${name}`);
     executions = new Executions();
@@ -136,9 +130,7 @@ describe.each(TRANSPORTS)('propagateKeys through ClientProxy on %s', (name) => {
     await app?.close();
     await consumer?.close();
     await transportRedis?.stop();
-    const redis = inspectionClient();
-    await deleteKeysUnder(redis, prefix);
-    await redis.quit();
+    await cleanUpPrefix(prefix);
   });
 
   it('each message carries its own derived key; a re-run of the request is answered by the receiver without running again', async () => {

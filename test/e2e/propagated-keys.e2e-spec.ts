@@ -1,7 +1,6 @@
 import { HttpModule, HttpService } from '@nestjs/axios';
 import { Controller, Get, HttpException, Module, Post } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import type { INestApplication } from '@nestjs/common';
 import { once } from 'node:events';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -15,6 +14,7 @@ import {
   propagateThroughAxios,
   tryDerivedIdempotencyKey,
 } from '../../lib';
+import { listen } from '../support/http-app';
 import { testRedisUrl, uniquePrefix } from '../support/redis';
 import { PLATFORMS, post, type Platform } from '../support/test-app';
 
@@ -102,7 +102,7 @@ class OrdersController {
   }
 }
 
-async function startApp(platform: Platform, prefix: string): Promise<INestApplication> {
+async function startApp(platform: Platform, prefix: string): ReturnType<typeof listen> {
   @Module({
     imports: [
       HttpModule,
@@ -116,12 +116,7 @@ async function startApp(platform: Platform, prefix: string): Promise<INestApplic
     controllers: [OrdersController],
   })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
+  return listen(platform, AppModule);
 }
 
 beforeAll(() => downstream.start());
@@ -173,8 +168,7 @@ describe.each(PLATFORMS)('propagateKeys over HTTP (%s)', (platform) => {
   let url: string;
 
   beforeAll(async () => {
-    app = await startApp(platform, uniquePrefix(`propagated-${platform}`));
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    ({ app, url } = await startApp(platform, uniquePrefix(`propagated-${platform}`)));
   });
   afterAll(() => app.close());
   beforeEach(() => (downstream.received.length = 0));

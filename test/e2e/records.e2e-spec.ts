@@ -1,4 +1,5 @@
 import {
+  BadRequestException,
   Body,
   CanActivate,
   Controller,
@@ -14,8 +15,6 @@ import {
   Query,
   UseGuards,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { randomUUID } from 'node:crypto';
 import {
   Idempotent,
@@ -25,15 +24,20 @@ import {
   IdempotencyRecords,
 } from '../../lib';
 import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
-import { deferred, PLATFORMS, Platform, post } from '../support/test-app';
+import { listen } from '../support/http-app';
+import {
+  cleanUpPrefix,
+  deleteKeysUnder,
+  inspectionClient,
+  storeOptions,
+  STORES,
+  testRedisUrl,
+  uniquePrefix,
+} from '../support/redis';
+import { deferred, Executions, Platform, PLATFORMS, post } from '../support/test-app';
 
-const runs = new Map<string, number>();
-const hit = (name: string) => {
-  const n = (runs.get(name) ?? 0) + 1;
-  runs.set(name, n);
-  return n;
-};
+const runs = new Executions();
+const hit = (name: string) => runs.hit(name);
 const gates: Promise<void>[] = [];
 const started: (() => void)[] = [];
 
@@ -114,18 +118,13 @@ async function start(
   platform: Platform,
   options: IdempotencyModuleOptions,
   events: IdempotencyEvent[],
-): Promise<INestApplication> {
+): ReturnType<typeof listen> {
   @Module({
     imports: [IdempotencyModule.forRoot({ ...options, onEvent: (event) => events.push(event) })],
     controllers: [PaymentsController, IdempotencyAdminController],
   })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  return app;
+  return listen(platform, AppModule);
 }
 
 async function call(url: string, method: 'GET' | 'DELETE', query: Record<string, string>) {
@@ -154,8 +153,7 @@ describe.each(PLATFORMS)('IdempotencyRecords on %s', (platform) => {
             ? { postgres: { connectionString: testPostgresUrl(), table, ensureSchema: true } }
             : {};
       if (storeName === 'postgres') await (await testPool()).end(); // fails naming PostgreSQL
-      app = await start(platform, { ...store, keyPrefix: prefix, ttl }, events);
-      url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+      ({ app, url } = await start(platform, { ...store, keyPrefix: prefix, ttl }, events));
       records = app.get(IdempotencyRecords);
     });
     afterAll(async () => {
@@ -205,14 +203,14 @@ describe.each(PLATFORMS)('IdempotencyRecords on %s', (platform) => {
       expect(await records.inspect({ key, route, user: { id: 'ann' } })).toEqual({
         state: 'absent',
       });
-      const before = runs.get('create');
+      const before = runs.counts.get('create');
       const again = await post(url, '/payments', {
         key,
         body: { amount: 7 },
         headers: { 'x-user': 'ann' },
       });
       expect(again.headers.get('idempotent-replayed')).toBeNull();
-      expect(runs.get('create')).toBe(before! + 1);
+      expect(runs.counts.get('create')).toBe(before! + 1);
     });
 
     it('frees a stuck key: a retry runs at once and the old holder is fenced', async () => {
@@ -274,6 +272,80 @@ describe.each(PLATFORMS)('IdempotencyRecords on %s', (platform) => {
         body: { deleted: true },
       });
       expect(await call(url, 'GET', query)).toMatchObject({ body: { state: 'absent' } });
+    });
+  });
+});
+
+/**
+ * IdempotencyRecords addresses a record "the way the interceptor does (key, route, owner)": a key
+ * the ROUTE's maxKeyLength accepts (above the module's) is found, and what it throws for bad input
+ * is an HttpException, so an operator endpoint that passes a typo through answers 400, not 500.
+ */
+@Controller('imports')
+class ImportsController {
+  /** Keys here are long (a client's composite operation id). */
+  @Post()
+  @Idempotent({ scope: 'public', maxKeyLength: 512 })
+  create() {
+    return { imported: true };
+  }
+}
+
+/** The operator endpoint of the tests' recipe (behind the app's auth in real life). */
+@Controller('admin/idempotency')
+class KeyCheckingAdminController {
+  constructor(private readonly records: IdempotencyRecords) {}
+
+  @Get()
+  inspect(@Query('key') key: string, @Query('route') route: string) {
+    if (typeof key !== 'string' || typeof route !== 'string') throw new BadRequestException();
+    return this.records.inspect({ key, route });
+  }
+}
+
+describe.each(PLATFORMS)('IdempotencyRecords keys as routes check them, on %s', (platform) => {
+  describe.each(STORES)('with the %s store', (storeName) => {
+    const prefix = uniquePrefix('records-keys');
+    const events: IdempotencyEvent[] = [];
+    let app: INestApplication;
+    let url: string;
+
+    beforeAll(async () => {
+      @Module({
+        imports: [
+          IdempotencyModule.forRoot({
+            ...storeOptions(storeName, prefix),
+            onEvent: (event) => events.push(event),
+          }),
+        ],
+        controllers: [ImportsController, KeyCheckingAdminController],
+      })
+      class AppModule {}
+      ({ app, url } = await listen(platform, AppModule));
+    });
+    afterAll(async () => {
+      await app?.close();
+      if (storeName === 'redis') await cleanUpPrefix(prefix);
+    });
+
+    it('finds and deletes a record whose key the route accepted (route maxKeyLength 512)', async () => {
+      const key = `${randomUUID()}-${'k'.repeat(300)}`;
+      const first = await post(url, '/imports', { key });
+      expect(first.status).toBe(201);
+      const route = events.find((event) => event.type === 'completed')!.route;
+      const records = app.get(IdempotencyRecords);
+      const found = await records.inspect({ key, route }).catch((error: Error) => error.message);
+      const deleted = await records.delete({ key, route }).catch((error: Error) => error.message);
+      expect({ found, deleted }).toEqual({
+        found: expect.objectContaining({ state: 'completed' }),
+        deleted: true,
+      });
+    });
+
+    it('answers a 4xx, not 500, when an operator sends a malformed key', async () => {
+      const query = new URLSearchParams({ key: 'bad\u00e9key', route: 'POST /imports' });
+      const response = await fetch(`${url}/admin/idempotency?${query}`);
+      expect(response.status).toBe(400);
     });
   });
 });

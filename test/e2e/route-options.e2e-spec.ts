@@ -12,8 +12,7 @@ import {
   Version,
   VersioningType,
 } from '@nestjs/common';
-import { NestFactory, RouterModule } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { RouterModule } from '@nestjs/core';
 import { randomUUID } from 'node:crypto';
 import {
   Idempotent,
@@ -22,17 +21,20 @@ import {
   IdempotencyModuleOptions,
   IdempotencyStore,
 } from '../../lib';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
-import { deferred, PLATFORMS, Platform, post } from '../support/test-app';
+import { appUrl, listen } from '../support/http-app';
+import {
+  deleteKeysUnder,
+  inspectionClient,
+  STORES,
+  testRedisUrl,
+  uniquePrefix,
+} from '../support/redis';
+import { deferred, Executions, Platform, PLATFORMS, post } from '../support/test-app';
 
 /** Handler runs per name: the side channel the tests count executions through. */
-const runs = new Map<string, number>();
-const hit = (name: string) => {
-  const n = (runs.get(name) ?? 0) + 1;
-  runs.set(name, n);
-  return n;
-};
-const count = (name: string) => runs.get(name) ?? 0;
+const runs = new Executions();
+const hit = (name: string) => runs.hit(name);
+const count = (name: string) => runs.count(name);
 
 /** Two controllers of the same class name and path, in two modules under two RouterModule paths. */
 function usersModule(version: string) {
@@ -272,20 +274,15 @@ async function start(
     controllers: [FeaturesController],
   })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  app.useGlobalFilters(new CardDeclinedFilter());
-  app.enableVersioning({ type: VersioningType.HEADER, header: 'x-api-version' });
-  await app.listen(0, '127.0.0.1');
+  const { app } = await listen(platform, AppModule, (created) => {
+    created.useGlobalFilters(new CardDeclinedFilter());
+    created.enableVersioning({ type: VersioningType.HEADER, header: 'x-api-version' });
+  });
   return app;
 }
 
-const urlOf = async (app: INestApplication) => (await app.getUrl()).replace('[::1]', '127.0.0.1');
-
 describe.each(PLATFORMS)('route options on %s', (platform) => {
-  describe.each(['memory', 'redis'] as const)('with the %s store', (storeName) => {
+  describe.each(STORES)('with the %s store', (storeName) => {
     const prefix = uniquePrefix(`route-options-${platform}-${storeName}`);
     const events: IdempotencyEvent[] = [];
     let app: INestApplication;
@@ -297,7 +294,7 @@ describe.each(PLATFORMS)('route options on %s', (platform) => {
         storeName === 'redis' ? { redis: testRedisUrl(), keyPrefix: prefix } : {},
         events,
       );
-      url = await urlOf(app);
+      url = await appUrl(app);
     });
     afterAll(async () => {
       await app.close();
@@ -569,7 +566,7 @@ describe('statusHeader when the store is down', () => {
     }
     const app = await start(platform, { store: new DownStore(), statusHeader: true }, []);
     try {
-      const response = await post(await urlOf(app), '/v1/users', { key: randomUUID() });
+      const response = await post(await appUrl(app), '/v1/users', { key: randomUUID() });
       expect(response.status).toBe(503);
       expect(response.headers.get('idempotency-status')).toBe('store-unavailable');
     } finally {

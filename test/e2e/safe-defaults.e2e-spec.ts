@@ -16,8 +16,7 @@ import {
   UseGuards,
   UseInterceptors,
 } from '@nestjs/common';
-import { APP_INTERCEPTOR, NestFactory, Reflector } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
+import { APP_INTERCEPTOR, Reflector } from '@nestjs/core';
 import { Exclude, Expose, Transform } from 'class-transformer';
 import Redis from 'ioredis';
 import { randomUUID } from 'node:crypto';
@@ -29,6 +28,7 @@ import {
   IdempotencyModuleOptions,
   MemoryIdempotencyStore,
 } from '../../lib';
+import { listen } from '../support/http-app';
 import {
   deleteKeysUnder,
   inspectionClient,
@@ -36,15 +36,11 @@ import {
   testRedisUrl,
   uniquePrefix,
 } from '../support/redis';
-import { deferred, PLATFORMS, Platform, post } from '../support/test-app';
+import { deferred, Executions, Platform, PLATFORMS, post } from '../support/test-app';
 
 /** Counts handler runs and interceptor runs per name. */
-const runs = new Map<string, number>();
-const hit = (name: string) => {
-  const n = (runs.get(name) ?? 0) + 1;
-  runs.set(name, n);
-  return n;
-};
+const runs = new Executions();
+const hit = (name: string) => runs.hit(name);
 
 /** Sets `request.user` from the `x-user` header (JSON), as an auth guard would. */
 @Injectable()
@@ -263,15 +259,11 @@ async function start(
     providers: [MyIdempotency],
   })
   class AppModule {}
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  app.useGlobalInterceptors(
-    new ClassSerializerInterceptor(app.get(Reflector), { excludePrefixes: ['_'] }),
+  return listen(platform, AppModule, (app) =>
+    app.useGlobalInterceptors(
+      new ClassSerializerInterceptor(app.get(Reflector), { excludePrefixes: ['_'] }),
+    ),
   );
-  await app.listen(0, '127.0.0.1');
-  return { app, url: (await app.getUrl()).replace('[::1]', '127.0.0.1') };
 }
 
 const alice = { 'x-user': JSON.stringify({ id: 'alice', token: 't1', iat: 1 }) };
@@ -334,7 +326,7 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
       });
 
       it('fails closed (500, nothing run or stored) for a principal without a stable id', async () => {
-        const before = runs.get('orders') ?? 0;
+        const before = runs.counts.get('orders') ?? 0;
         const stored = storeName === 'redis' ? (await keysUnder(redis, prefix)).length : 0;
         const anonymous = { 'x-user': JSON.stringify({ token: 'only-a-token' }) };
         const response = await post(url, '/orders', {
@@ -343,7 +335,7 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
           headers: anonymous,
         });
         expect(response.status).toBe(500);
-        expect(runs.get('orders') ?? 0).toBe(before);
+        expect(runs.counts.get('orders') ?? 0).toBe(before);
         if (storeName === 'redis') expect(await keysUnder(redis, prefix)).toHaveLength(stored);
       });
 
@@ -429,10 +421,10 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
       ])('%s: a replay runs none of the route interceptors', async (path, handler) => {
         const key = newKey();
         const first = await post(url, path, { key, headers: alice });
-        const stamps = runs.get(`stamp:${handler}`);
+        const stamps = runs.counts.get(`stamp:${handler}`);
         const replay = await post(url, path, { key, headers: alice });
         expect(replay.headers.get('idempotent-replayed')).toBe('true');
-        expect(runs.get(`stamp:${handler}`)).toBe(stamps);
+        expect(runs.counts.get(`stamp:${handler}`)).toBe(stamps);
         expect(replay.headers.get('x-stamp')).toBeNull();
         expect(first.headers.get('x-stamp')).toBe(String(stamps));
       });
@@ -453,11 +445,11 @@ describe.each(PLATFORMS)('safe defaults on %s', (platform) => {
       const held = deferred();
       gates.push({ promise: held.promise, started: () => undefined });
       const key = newKey();
-      const before = runs.get('timed') ?? 0;
+      const before = runs.counts.get('timed') ?? 0;
       expect((await post(url, '/timed', { key })).status).toBe(408);
       expect((await post(url, '/timed', { key })).status).toBe(409);
       held.resolve();
-      expect(runs.get('timed')).toBe(before + 1);
+      expect(runs.counts.get('timed')).toBe(before + 1);
     });
 
     describe('Retry-After on 409', () => {
@@ -520,12 +512,7 @@ describe.each(
       providers: [SCOPED_SERIALIZERS[kind]],
     })
     class AppModule {}
-    app =
-      platform === 'fastify'
-        ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-        : await NestFactory.create(AppModule, { logger: false });
-    await app.listen(0, '127.0.0.1');
-    url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+    ({ app, url } = await listen(platform, AppModule));
   });
   afterAll(async () => {
     await app.close();

@@ -1,6 +1,4 @@
 import { Controller, Get, INestApplication, Module } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import Redis from 'ioredis';
 import {
@@ -10,6 +8,7 @@ import {
   MemoryIdempotencyStore,
 } from '../../lib';
 import { IdempotencyHealthIndicator } from '../../lib/terminus';
+import { listen } from '../support/http-app';
 import {
   deleteKeysUnder,
   inspectionClient,
@@ -57,12 +56,7 @@ async function startHealthApp(
   })
   class AppModule {}
 
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create(AppModule, { logger: false });
-  await app.listen(0, '127.0.0.1');
-  const url = await app.getUrl();
+  const { app, url } = await listen(platform, AppModule);
   return {
     app,
     store: app.get(IdempotencyStore),

@@ -15,6 +15,7 @@ import {
   startRedisServer,
 } from '../support/redis-server';
 import { Platform, post, startTestApp, TestApp } from '../support/test-app';
+import { expectDuplicatesHeldThenReplayed } from '../support/wait-cases';
 
 let seq = 0;
 const newKey = () => `wait-${Date.now()}-${++seq}`;
@@ -68,27 +69,8 @@ describe.each(STORES)("onConflict: 'wait' on $name", (store) => {
     await store.tearDown();
   });
 
-  it('holds duplicates until the first request completes, then replays its response to each', async () => {
-    const key = newKey();
-    const started = t.executions.nextStarted();
-    const first = post(t.url, '/payments/wait', { key, body: { hold: true } });
-    const release = await started;
-    const waiting = t.executions.waitFor('waiting', 3);
-    const duplicates = [1, 2, 3].map(() =>
-      post(t.url, '/payments/wait', { key, body: { hold: true } }),
-    );
-    await waiting;
-    release();
-    const [original, ...replays] = await Promise.all([first, ...duplicates]);
-    expect(original.status).toBe(201);
-    for (const replay of replays) {
-      expect(replay.status).toBe(201);
-      expect(replay.headers.get('idempotent-replayed')).toBe('true');
-      expect(replay.bytes.equals(original.bytes)).toBe(true);
-    }
-    expect(t.executions.count('wait')).toBe(1);
-    expect(t.executions.ofType('conflict')).toHaveLength(0);
-  });
+  it('holds duplicates until the first request completes, then replays its response to each', () =>
+    expectDuplicatesHeldThenReplayed(t));
 
   it('hands every waiter the stored response with the notification: no claim after it', async () => {
     expect(await claimsAfterRelease(t, 5)).toBe(0);

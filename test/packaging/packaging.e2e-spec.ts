@@ -267,9 +267,14 @@ function start(
   env: Record<string, string>,
   settle: (output: string, exit?: { code: number | null; signal: string | null }) => boolean,
 ): ChildProcess {
+  // The scratch apps pick their store from REDIS_URL and KEY_PREFIX: a developer's own (the
+  // suite's Redis, say) must not turn a memory-store boot into a Redis one.
+  const inherited = { ...process.env };
+  delete inherited.REDIS_URL;
+  delete inherited.KEY_PREFIX;
   const child = spawn(process.execPath, [env.SCRIPT ?? 'main.js'], {
     cwd: dir,
-    env: { ...process.env, ...env },
+    env: { ...inherited, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

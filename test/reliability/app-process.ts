@@ -1,12 +1,47 @@
 import { ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
 const ROOT = join(__dirname, '..', '..');
 
-/** Builds dist/ once per test file: the child processes use the library as published. */
+/** What dist/ is built from: lib/'s files, the tsconfigs and the compiler's version. */
+function sourcesHash(): string {
+  const hash = createHash('sha256');
+  const files = readdirSync(join(ROOT, 'lib'), { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name))
+    .sort();
+  for (const file of [
+    ...files,
+    join(ROOT, 'tsconfig.json'),
+    join(ROOT, 'tsconfig.build.json'),
+    join(ROOT, 'node_modules/typescript/package.json'),
+  ]) {
+    hash.update(file).update(readFileSync(file));
+  }
+  return hash.digest('hex');
+}
+
+/** Written into dist/ after a build: the {@link sourcesHash} it was built from. */
+const STAMP = join(ROOT, 'dist', '.reliability-build');
+
+/**
+ * Builds dist/ (the child processes use the library as published), unless it was built from the
+ * same sources already: every reliability file calls this, and a build takes tens of seconds.
+ * `npm run build` empties dist/ first, so a build of other sources never passes for this one.
+ */
 export function buildLibrary(): void {
+  const sources = sourcesHash();
+  let built: string | undefined;
+  try {
+    built = readFileSync(STAMP, 'utf8');
+  } catch {
+    built = undefined;
+  }
+  if (built === sources) return;
   execFileSync(
     process.execPath,
     [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', 'tsconfig.build.json'],
@@ -15,6 +50,7 @@ export function buildLibrary(): void {
       stdio: 'inherit',
     },
   );
+  writeFileSync(STAMP, sources);
 }
 
 /** One app in its own process (test/reliability/fixtures/app-process.js). */

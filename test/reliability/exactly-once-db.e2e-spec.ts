@@ -8,6 +8,7 @@ import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/po
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { post } from '../support/test-app';
 import { AppProcess, buildLibrary } from './app-process';
+import { driveAll } from './stream';
 
 /**
  * Exactly-once side effects across crashes (issue 16's proof). A payments app in its own process
@@ -246,17 +247,8 @@ describe('exactly-once side effects in PostgreSQL and MariaDB', () => {
       throw new Error(`${key}: no 2xx after ${MAX_ATTEMPTS} attempts`);
     };
 
-    const queue = [...keys];
-    const worker = async () => {
-      try {
-        for (let key = queue.shift(); key !== undefined; key = queue.shift()) await drive(key);
-      } catch (error) {
-        queue.length = 0; // one key failed: the others stop taking new keys
-        throw error;
-      }
-    };
     const started = performance.now();
-    await Promise.all(Array.from({ length: RUN.inFlight }, worker));
+    await driveAll(keys, RUN.inFlight, drive);
     await killing;
     const seconds = (performance.now() - started) / 1_000;
     await (await current).stop('SIGKILL');

@@ -10,6 +10,7 @@ import { type Consumer, startConsumer, transportSetup } from '../support/microse
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { post } from '../support/test-app';
 import { AppProcess, buildLibrary } from './app-process';
+import { driveAll } from './stream';
 
 /**
  * Exactly-once effects beyond our own database (issue 28's proof). A payments app on Redis in its
@@ -167,16 +168,7 @@ describe('exactly-once charges at a provider, through propagated keys', () => {
       }
       throw new Error(`${key}: no 2xx after ${MAX_ATTEMPTS} attempts`);
     };
-    const queue = [...keys];
-    const worker = async () => {
-      try {
-        for (let key = queue.shift(); key !== undefined; key = queue.shift()) await drive(key);
-      } catch (error) {
-        queue.length = 0;
-        throw error;
-      }
-    };
-    await Promise.all(Array.from({ length: RUN.inFlight }, worker));
+    await driveAll(keys, RUN.inFlight, drive);
     await killing;
     await (await current).stop('SIGKILL');
     const cutAfterCharge = victims.flatMap((victim) =>

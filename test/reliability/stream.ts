@@ -51,3 +51,24 @@ export function unsettledOn(killed: Reporter[], word: string): Set<string> {
     }),
   );
 }
+
+/**
+ * Drives every key through `drive`, `inFlight` at a time (a client's pool of connections); the
+ * first key that fails stops the others from taking new keys, and fails the run.
+ */
+export async function driveAll(
+  keys: string[],
+  inFlight: number,
+  drive: (key: string) => Promise<void>,
+): Promise<void> {
+  const queue = [...keys];
+  const worker = async () => {
+    try {
+      for (let key = queue.shift(); key !== undefined; key = queue.shift()) await drive(key);
+    } catch (error) {
+      queue.length = 0;
+      throw error;
+    }
+  };
+  await Promise.all(Array.from({ length: inFlight }, worker));
+}

@@ -196,6 +196,19 @@ export async function requireBroker(name: string, host: string, port: number): P
   });
 }
 
+/** The broker behind each transport that needs one: its name in messages, and its URL. */
+const BROKERS: Partial<Record<TransportName, [string, string]>> = {
+  nats: ['NATS', NATS_URL],
+  rmq: ['RabbitMQ', RMQ_URL],
+  mqtt: ['Mosquitto', MQTT_URL],
+};
+
+/** Fails naming the broker when `name`'s does not answer (TCP and Redis need none running). */
+export async function requireTransport(name: TransportName): Promise<void> {
+  const broker = BROKERS[name];
+  if (broker) await requireBroker(broker[0], '127.0.0.1', Number(new URL(broker[1]).port));
+}
+
 export interface Consumer {
   app: INestMicroservice;
   client: ClientProxy;

@@ -36,3 +36,24 @@ export async function deleteKeysUnder(client: Redis, prefix: string): Promise<vo
   const keys = await keysUnder(client, prefix);
   if (keys.length > 0) await client.del(...keys);
 }
+
+/** Deletes a suite's keys under `prefix` through a client of its own (an `afterAll` step). */
+export async function cleanUpPrefix(prefix: string): Promise<void> {
+  const client = inspectionClient();
+  try {
+    await deleteKeysUnder(client, prefix);
+  } finally {
+    await client.quit();
+  }
+}
+
+/** The stores the HTTP suites run each case against. */
+export const STORES = ['memory', 'redis'] as const;
+
+/** The module options of one of {@link STORES}, under a key prefix of the suite's own. */
+export function storeOptions(
+  store: (typeof STORES)[number],
+  keyPrefix: string,
+): { keyPrefix: string; redis?: string } {
+  return store === 'redis' ? { keyPrefix, redis: testRedisUrl() } : { keyPrefix };
+}

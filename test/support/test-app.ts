@@ -22,9 +22,7 @@ import {
   UseInterceptors,
   ValidationPipe,
 } from '@nestjs/common';
-import { NestFactory } from '@nestjs/core';
 import { NestExpressApplication } from '@nestjs/platform-express';
-import { FastifyAdapter } from '@nestjs/platform-fastify';
 import { Exclude, Expose } from 'class-transformer';
 import { IsInt, IsPositive, IsString } from 'class-validator';
 import { Readable } from 'node:stream';
@@ -35,6 +33,7 @@ import {
   IdempotencyModule,
   IdempotencyModuleOptions,
 } from '../../lib';
+import { listen } from './http-app';
 
 export type Platform = 'express' | 'fastify';
 export const PLATFORMS: Platform[] = ['express', 'fastify'];
@@ -439,16 +438,12 @@ export async function startTestApp(
   })
   class AppModule {}
 
-  const app =
-    platform === 'fastify'
-      ? await NestFactory.create(AppModule, new FastifyAdapter(), { logger: false })
-      : await NestFactory.create<NestExpressApplication>(AppModule, { logger: false });
-  // Fastify parses text/plain itself; Express needs a parser to put it in the fingerprint.
-  if (platform === 'express') (app as NestExpressApplication).useBodyParser('text');
-  app.useGlobalPipes(new ValidationPipe({ whitelist: true }));
-  configure?.(app);
-  await app.listen(0, '127.0.0.1');
-  const url = (await app.getUrl()).replace('[::1]', '127.0.0.1');
+  const { app, url } = await listen(platform, AppModule, (created) => {
+    // Fastify parses text/plain itself; Express needs a parser to put it in the fingerprint.
+    if (platform === 'express') (created as NestExpressApplication).useBodyParser('text');
+    created.useGlobalPipes(new ValidationPipe({ whitelist: true }));
+    configure?.(created);
+  });
   return { app, url, executions, close: () => app.close() };
 }
 

@@ -158,3 +158,36 @@ export class WrappedStore extends IdempotencyStore {
     return this.inner.delete(key);
   }
 }
+
+/** The real store of a `describe` block, and the apps its tests started. */
+export interface StoreSuite {
+  /** Opened by the block's `beforeAll` (a test may swap in another; the last is closed). */
+  real: RealStore;
+  /** Closes `app` after the test that started it. */
+  track<T extends { close(): Promise<unknown> }>(app: T): T;
+  /** The apps the running test started, oldest first (a test may close one itself). */
+  readonly apps: { close(): Promise<unknown> }[];
+}
+
+/**
+ * Registers the enclosing `describe`'s hooks for a real `name` store: opened before its tests,
+ * closed after them; the apps a test {@link StoreSuite.track}s are closed after that test.
+ */
+export function storeSuite(name: StoreName): StoreSuite {
+  const apps: { close(): Promise<unknown> }[] = [];
+  const suite = {
+    apps,
+    track<T extends { close(): Promise<unknown> }>(app: T): T {
+      apps.push(app);
+      return app;
+    },
+  } as StoreSuite;
+  beforeAll(async () => {
+    suite.real = await realStore(name);
+  }, 30_000);
+  afterEach(async () => {
+    await Promise.all(apps.splice(0).map((app) => app.close()));
+  });
+  afterAll(async () => suite.real?.close());
+  return suite;
+}

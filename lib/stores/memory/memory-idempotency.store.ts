@@ -2,12 +2,15 @@ import {
   ClaimRequest,
   ClaimResult,
   CompletedOutcome,
+  CompleteOptions,
   IdempotencyStore,
   RecordInspection,
   StoredResponse,
+  StoredStep,
   WatchListener,
 } from '../idempotency.store';
 import { unknownOptionProblem } from '../../options/option-names';
+import { MemorySteps } from './memory-steps';
 
 /** Options of {@link MemoryIdempotencyStore}. */
 export interface MemoryIdempotencyStoreOptions {
@@ -55,8 +58,9 @@ interface MemoryRecord {
 }
 
 /**
- * A process-local store with the same semantics as the Redis store, TTLs included. It is the
- * embedded default for local runs and unit tests; it does not protect several app instances.
+ * A process-local store with the same semantics as the Redis store, TTLs included, steps of
+ * resumable handlers too. It is the embedded default for local runs and unit tests; it does not
+ * protect several app instances, and a crash of the process loses its records and steps.
  */
 export class MemoryIdempotencyStore extends IdempotencyStore {
   private readonly records = new Map<string, MemoryRecord>();
@@ -67,12 +71,15 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   /** Bytes of the completed records held (see maxBytes). */
   private bytes = 0;
   private readonly watchers = new Map<string, Set<WatchListener>>();
+  /** Steps of resumable runs, apart from the records (they outlive a release). */
+  private readonly steps: MemorySteps;
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     super();
     const problem = unknownOptionProblem(options, OPTIONS);
     if (problem) throw new TypeError(`MemoryIdempotencyStore: ${problem}`);
     this.now = options.now ?? (() => performance.now());
+    this.steps = new MemorySteps(this.now);
     this.maxEntries = options.maxEntries ?? 10_000;
     this.maxBytes = options.maxBytes ?? 32 * 1024 * 1024;
     const interval = options.sweepIntervalMs ?? 60_000;
@@ -91,6 +98,8 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
     const record = this.live(key);
     if (!record) {
+      const steps = request.resumable ? this.steps.resume(key, request.fingerprint) : undefined;
+      if (steps === 'key_reused') return { status: 'key_reused' };
       this.makeRoom();
       this.records.set(key, {
         state: 'pending',
@@ -99,7 +108,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
         bytes: 0,
         expiresAt: this.now() + request.leaseMs,
       });
-      return { status: 'claimed' };
+      return steps ? { status: 'claimed', steps } : { status: 'claimed' };
     }
     if (request.fingerprint && record.fingerprint && record.fingerprint !== request.fingerprint) {
       return { status: 'key_reused' };
@@ -115,9 +124,11 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     token: string,
     response: StoredResponse,
     ttlMs: number,
+    options?: CompleteOptions,
   ): Promise<boolean> {
     const record = this.owned(key, token);
     if (!record) return false;
+    if (options?.clearSteps) this.steps.delete(key);
     record.state = 'completed';
     // Eviction goes by completion order: a slow request claimed first and completed last is the
     // newest response, not the oldest (Map order is insertion order).
@@ -152,12 +163,27 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     return true;
   }
 
+  override async recordStep(
+    key: string,
+    token: string,
+    step: StoredStep,
+    ttlMs: number,
+  ): Promise<boolean> {
+    const record = this.owned(key, token);
+    if (!record) return false;
+    this.steps.record(key, record.fingerprint, step, ttlMs);
+    return true;
+  }
+
   override async inspect(key: string): Promise<RecordInspection> {
     const record = this.live(key);
-    if (!record) return { state: 'absent' };
+    const steps = record?.state === 'completed' ? undefined : this.steps.inspect(key);
+    if (!record) return steps ? { state: 'absent', steps } : { state: 'absent' };
     const now = this.now();
-    if (record.state === 'pending')
-      return { state: 'pending', leaseMsLeft: record.expiresAt - now };
+    if (record.state === 'pending') {
+      const leaseMsLeft = record.expiresAt - now;
+      return steps ? { state: 'pending', leaseMsLeft, steps } : { state: 'pending', leaseMsLeft };
+    }
     return {
       state: 'completed',
       meta: record.response!.meta,
@@ -168,7 +194,9 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   }
 
   override async delete(key: string): Promise<boolean> {
-    if (!this.live(key)) return false;
+    // A record's steps go with it; a released or expired record's too, on their own.
+    const steps = this.steps.delete(key);
+    if (!this.live(key)) return steps;
     this.drop(key);
     // Waiters claim again; the owner of a deleted claim is fenced, as after an expiry.
     this.notify(key);
@@ -188,6 +216,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   override async close(): Promise<void> {
     if (this.sweeper) clearInterval(this.sweeper);
     this.records.clear();
+    this.steps.clear();
     this.bytes = 0;
     this.watchers.clear();
   }
@@ -230,6 +259,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     for (const [key, record] of this.records) {
       if (record.expiresAt <= now) this.drop(key);
     }
+    this.steps.sweep();
   }
 
   /** Drops the oldest completed records but `kept` while the responses exceed maxBytes. */

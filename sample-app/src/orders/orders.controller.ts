@@ -2,7 +2,7 @@ import { Body, Controller, Get, NotFoundException, Param, Post } from '@nestjs/c
 import { Idempotent } from 'nestjs-idempotency';
 import { StatsService } from '../stats/stats.service';
 import { CreateOrderDto } from './create-order.dto';
-import { Order, OrdersService } from './orders.service';
+import { type Order, OrdersService } from './orders.service';
 
 @Controller('orders')
 export class OrdersController {

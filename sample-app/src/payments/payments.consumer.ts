@@ -2,7 +2,7 @@ import { Controller } from '@nestjs/common';
 import { MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { Idempotent } from 'nestjs-idempotency';
 import { StatsService } from '../stats/stats.service';
-import { PaymentsService, Refund } from './payments.service';
+import { PaymentsService, type Refund } from './payments.service';
 
 /** `payments.refund` command. TCP carries no headers, so the key travels in the payload. */
 export interface RefundCommand {

@@ -3,7 +3,7 @@ import type { ServerResponse } from 'node:http';
 import { Idempotent } from 'nestjs-idempotency';
 import { StatsService } from '../stats/stats.service';
 import { CreatePaymentDto } from './create-payment.dto';
-import { Payment, PaymentsService } from './payments.service';
+import { type Payment, PaymentsService } from './payments.service';
 
 @Controller('payments')
 export class PaymentsController {

@@ -1,6 +1,6 @@
 import { Controller, Get, Inject } from '@nestjs/common';
 import { describeStore, SampleConfig } from '../config';
-import { Stats, StatsService } from './stats.service';
+import { type Stats, StatsService } from './stats.service';
 
 /** What the service is and what it did: read by the demo and the tests. */
 @Controller()

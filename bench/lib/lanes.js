@@ -1,0 +1,132 @@
+// Which lanes npm run bench measures, in which groups. A lane is one app process: a library
+// (this one or a peer), an entry point, a store and a variant, with the scenarios measured on it;
+// every lane has its own plain scenario (the same entry point without idempotency) to be
+// normalised by. A group's apps run at the same time and its measurements are interleaved in
+// rounds (odd rounds reversed), so lanes compared with each other (ours and a peer) sit in one
+// group. Not the whole matrix: every entry point meets every store at least once, but 409, 422,
+// the variants and the peers only where they say something new (see bench/README.md, "Lanes").
+const { IO } = require('./config');
+
+const ENTRY = {
+  express: 'HTTP Express',
+  fastify: 'HTTP Fastify',
+  apollo: 'GraphQL Apollo',
+  mercurius: 'GraphQL Mercurius',
+  grpc: 'gRPC unary',
+  tcp: 'TCP message',
+  run: 'run()',
+};
+const STORE = { memory: 'memory', redis: 'Redis', postgres: 'PostgreSQL', mysql: 'MariaDB' };
+const VARIANT = { enc: 'encryption', prop: 'propagateKeys' };
+const LIBRARY = {
+  ours: 'nestjs-idempotency',
+  'node-idempotency': '@node-idempotency/nestjs',
+  nestarc: '@nestarc/idempotency',
+  powertools: 'Powertools makeIdempotent',
+};
+
+const ALL = ['first', 'replay', 'conflict', 'mismatch'];
+const withIo = (scenarios) => (IO ? [...scenarios, 'plainIo', 'firstIo', 'replayIo'] : scenarios);
+
+function lane(group, kind, store, { library = 'ours', variant = [], scenarios, ...extra } = {}) {
+  const parts = [library === 'ours' ? 'ours' : library, kind, store, ...variant];
+  if (extra.localCache) parts.push('cache');
+  const id = parts.join('-');
+  const label = [
+    library === 'ours' ? ENTRY[kind] : LIBRARY[library],
+    extra.localCache ? ' (local cache on)' : '',
+    library === 'nestarc' ? `, ${ENTRY[kind]}` : '',
+    library === 'node-idempotency' ? ' on NestJS 10' : '',
+    `, ${STORE[store]}`,
+    ...variant.map((v) => `, ${VARIANT[v]}`),
+  ].join('');
+  const plains = scenarios.some((s) => s.endsWith('16')) ? ['plain', 'plain16'] : ['plain'];
+  return {
+    id,
+    group,
+    kind,
+    store,
+    library,
+    variant,
+    label,
+    scenarios: [...plains, ...scenarios],
+    ...extra,
+  };
+}
+
+const ENTRY_POINTS = ['fastify', 'apollo', 'mercurius', 'grpc', 'tcp'];
+const RUN = ['first', 'replay', 'conflict', 'mismatch', 'first16', 'replay16'];
+const RUN_PEER = RUN.filter((s) => s !== 'mismatch');
+
+/** The groups, in the order they run; `coverage` groups run fewer rounds. */
+const GROUPS = [
+  {
+    name: 'http',
+    title: 'HTTP on Redis against the peers',
+    lanes: [
+      lane('http', 'express', 'redis', {
+        scenarios: withIo(['floor', ...ALL, 'mismatchLarge']),
+        roundTrips: true,
+        storedBytes: true,
+        wait: true,
+      }),
+      lane('http', 'express', 'redis', {
+        library: 'node-idempotency',
+        scenarios: withIo(ALL),
+        roundTrips: true,
+        storedBytes: true,
+      }),
+      lane('http', 'express', 'redis', {
+        library: 'nestarc',
+        scenarios: withIo(ALL),
+        roundTrips: true,
+        storedBytes: true,
+      }),
+    ],
+  },
+  {
+    name: 'run',
+    title: 'run() against Powertools',
+    lanes: [
+      ...['redis', 'memory', 'postgres', 'mysql'].map((store) =>
+        lane('run', 'run', store, { scenarios: RUN, roundTrips: store === 'redis' }),
+      ),
+      lane('run', 'run', 'redis', { variant: ['enc'], scenarios: ['first', 'replay'] }),
+      // No 422 for Powertools: see bench/powertools/runner.js.
+      lane('run', 'run', 'redis', { library: 'powertools', scenarios: RUN_PEER, roundTrips: true }),
+      lane('run', 'run', 'redis', { library: 'powertools', localCache: true, scenarios: RUN_PEER }),
+    ],
+  },
+  {
+    name: 'stores',
+    title: 'HTTP Express on every store',
+    lanes: ['memory', 'postgres', 'mysql'].map((store) =>
+      lane('stores', 'express', store, { scenarios: ALL, wait: store === 'memory' }),
+    ),
+  },
+  {
+    name: 'entry',
+    title: 'Every entry point on Redis',
+    lanes: ENTRY_POINTS.map((kind) => lane('entry', kind, 'redis', { scenarios: ALL })),
+  },
+  ...['memory', 'postgres', 'mysql'].map((store) => ({
+    name: `entry-${store}`,
+    title: `Every entry point on ${STORE[store]}`,
+    coverage: true,
+    lanes: ENTRY_POINTS.map((kind) =>
+      lane(`entry-${store}`, kind, store, { scenarios: ['first', 'replay'] }),
+    ),
+  })),
+  {
+    name: 'variants',
+    title: 'Encryption and propagateKeys',
+    coverage: true,
+    lanes: ['redis', 'memory'].flatMap((store) =>
+      ['enc', 'prop'].map((v) =>
+        lane('variants', 'express', store, { variant: [v], scenarios: ['first', 'replay'] }),
+      ),
+    ),
+  },
+];
+
+module.exports = { GROUPS, ENTRY, STORE, VARIANT, LIBRARY };

@@ -1,0 +1,184 @@
+// The targets of issue 34 (and those of issue 18 the bench still measures), each PASS, MISS,
+// INFO (measured, no goal) or N/A (not measured by this run), from a run's results.
+const { round } = require('./stats');
+const { ENTRY, STORE } = require('./lanes');
+
+function targets(results) {
+  const out = [];
+  const row = (lane, scenario) =>
+    results.throughput.find((r) => r.lane === lane && r.scenario === scenario && !r.skipped);
+  const pair = (ours, peer, scenario) =>
+    results.versus.find((p) => p.ours === ours && p.peer === peer && p.scenario === scenario);
+  const add = (target, measured, goal, pass, unit = 'x', detail) =>
+    out.push({
+      target,
+      measured: measured === undefined || Number.isNaN(measured) ? null : round(measured, 2),
+      goal,
+      result:
+        measured === undefined || Number.isNaN(measured)
+          ? 'N/A'
+          : !pass
+            ? 'INFO'
+            : pass(measured)
+              ? 'PASS'
+              : 'MISS',
+      unit,
+      ...(detail && { detail }),
+    });
+
+  // HTTP against the peers, each normalised by its own plain route.
+  for (const [peer, name] of [
+    ['node-idempotency-express-redis', '@node-idempotency/nestjs'],
+    ['nestarc-express-redis', '@nestarc/idempotency'],
+  ]) {
+    for (const scenario of ['first', 'replay']) {
+      const p = pair('ours-express-redis', peer, scenario);
+      add(
+        `HTTP ${scenario === 'first' ? 'first execution' : 'replay'}, normalised, over ${name}'s`,
+        p?.normalised.median,
+        '>= 1.0x',
+        (v) => v >= 1,
+        'x',
+        p &&
+          `app CPU ${p.appCpuUs.ours} vs ${p.appCpuUs.peer} µs, Redis ${p.storeCpuUs.ours} vs ${p.storeCpuUs.peer} µs`,
+      );
+    }
+  }
+
+  // run() against Powertools (local cache off): throughput, process CPU, store CPU.
+  for (const scenario of ['first', 'replay', 'first16']) {
+    const p = pair('ours-run-redis', 'powertools-run-redis', scenario);
+    const what = {
+      first: 'first execution',
+      replay: 'replay',
+      first16: 'first execution, 16 in flight',
+    }[scenario];
+    add(
+      `run() ${what}: calls per second over Powertools'`,
+      p?.raw.median,
+      '>= 1.0x',
+      (v) => v >= 1,
+    );
+    add(
+      `run() ${what}: process CPU per call`,
+      p?.appCpuUs.ours,
+      `<= ${p?.appCpuUs.peer ?? "Powertools'"} µs (Powertools)`,
+      (v) => v <= p.appCpuUs.peer,
+      'µs',
+    );
+    add(
+      `run() ${what}: Redis CPU per call`,
+      p?.storeCpuUs.ours,
+      `<= ${p?.storeCpuUs.peer ?? "Powertools'"} µs (Powertools)`,
+      (v) => v <= p.storeCpuUs.peer,
+      'µs',
+    );
+  }
+  const cached = pair('ours-run-redis', 'powertools-run-redis-cache', 'replay');
+  add(
+    "run() replay: calls per second over Powertools' with its local cache on",
+    cached?.raw.median,
+    'measured (a cache of completed records, not in this library)',
+    undefined,
+    'x',
+    cached &&
+      `process CPU ${cached.appCpuUs.ours} vs ${cached.appCpuUs.peer} µs, Redis ${cached.storeCpuUs.ours} vs ${cached.storeCpuUs.peer} µs`,
+  );
+
+  // The memory store no dearer than Redis in app CPU.
+  for (const scenario of ['first', 'replay']) {
+    const memory = row('ours-express-memory', scenario);
+    const redis = row('ours-express-redis', scenario);
+    add(
+      `memory store app CPU per request, ${scenario}, HTTP Express`,
+      memory?.appCpuOverPlainUs,
+      `<= ${redis?.appCpuOverPlainUs} µs (Redis)`,
+      redis && ((v) => v <= redis.appCpuOverPlainUs),
+      'µs',
+      "over each lane's plain route",
+    );
+  }
+
+  // Derived keys and propagation: what the option costs when used (what it costs unused needs
+  // the library without its async context: a profile, not a lane).
+  for (const store of ['redis', 'memory']) {
+    for (const scenario of ['first', 'replay']) {
+      const on = row(`ours-express-${store}-prop`, scenario);
+      add(
+        `propagateKeys on, ${STORE[store]}, ${scenario}: app CPU over plain`,
+        on?.appCpuOverPlainUs,
+        'measured',
+        undefined,
+        'µs',
+      );
+    }
+  }
+
+  // Every entry point's overhead and store round trips, first execution and replay.
+  for (const kind of Object.keys(ENTRY)) {
+    for (const store of Object.keys(STORE)) {
+      const [first, replay] = [
+        row(`ours-${kind}-${store}`, 'first'),
+        row(`ours-${kind}-${store}`, 'replay'),
+      ];
+      if (!first && !replay) continue;
+      const what = (r) =>
+        r
+          ? `${r.ratio?.median}x of plain, app CPU +${r.appCpuOverPlainUs} µs, store CPU ${r.storeCpuUs ?? '-'} µs, ${r.storeCalls} store calls`
+          : '-';
+      add(
+        `${ENTRY[kind]}, ${STORE[store]}: first execution and replay over plain`,
+        first?.ratio?.median,
+        'stated',
+        undefined,
+        'x',
+        `first: ${what(first)}; replay: ${what(replay)}`,
+      );
+    }
+  }
+  add('cost per request as the stored body grows (200 B to 1 MiB)', undefined, 'stated', undefined);
+  add('SQL stores: sweeper and claim cost with 1 million records', undefined, 'stated', undefined);
+
+  // Issue 18's, still measured.
+  const replay = row('ours-express-redis', 'replay');
+  for (const scenario of ['conflict', 'mismatch', 'mismatchLarge']) {
+    const r = row('ours-express-redis', scenario);
+    add(
+      `Redis CPU per request, ${scenario}, HTTP Express`,
+      r?.storeCpuUs,
+      `<= ${replay?.storeCpuUs} µs (replay)`,
+      replay && ((v) => v <= replay.storeCpuUs),
+      'µs',
+    );
+  }
+  const first = row('ours-express-redis', 'first');
+  const floor = row('ours-express-redis', 'floor');
+  add(
+    "first execution ratio / the no-op interceptor's",
+    first && floor ? first.ratio.median / floor.ratio.median : undefined,
+    '>= 0.85x',
+    (v) => v >= 0.85,
+    'x',
+    first && floor && `first ${first.ratio.median}x, no-op ${floor.ratio.median}x of plain`,
+  );
+  const bytes = results.storedBytes?.['ours-express-redis'];
+  add('stored bytes / response, 200 B JSON', bytes?.['200 B'].ratio, '<= 2x', (v) => v <= 2);
+  add(
+    'compression (response / stored), 100 KB JSON',
+    bytes && bytes['100 KB'].responseBytes / bytes['100 KB'].storedBytes,
+    '>= 5x',
+    (v) => v >= 5,
+  );
+  for (const [lane, w] of Object.entries(results.waitMode ?? {})) {
+    add(
+      `wait mode p99, ${lane}`,
+      w.available ? w.ms.p99 : undefined,
+      '<= 10 ms',
+      (v) => v <= 10,
+      'ms',
+    );
+  }
+  return out;
+}
+
+module.exports = { targets };
