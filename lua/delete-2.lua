@@ -7,7 +7,9 @@
     KEYS[2] steps key (see claim-2.lua)
     ARGV[1] as delete-1.lua
 
-  Output: as delete-1.lua (whether there was a live record; steps alone count for nothing)
+  Output:
+    1 deleted a live record, or the steps of one that is gone (released, expired)
+    0 neither: nothing changed
 ]]
 local rcall = redis.call
 
@@ -16,5 +18,8 @@ local function deleteRecord()
   --- @include delete-1
 end
 
-rcall('DEL', KEYS[2])
-return deleteRecord()
+local steps = rcall('DEL', KEYS[2])
+if deleteRecord() == 1 or steps == 1 then
+  return 1
+end
+return 0

@@ -197,14 +197,15 @@ export class MysqlIdempotencyStore
 
   /**
    * Two statements when the record expired: its row goes too, so its owner cannot complete it.
-   * Then the key's steps (once the steps table exists).
+   * Then the key's steps (once the steps table exists). @returns whether it deleted a live
+   * record, or the steps of one that is gone.
    */
   override async delete(key: string): Promise<boolean> {
     const live = (await this.queries.write('deleteLive', [key])).affectedRows === 1;
     if (!live) await this.queries.write('deleteAny', [key]);
-    if (await this.queries.hasSteps()) await this.queries.write('deleteSteps', [key]);
+    const steps = await this.queries.deleteSteps(key);
     this.watchers.wake(key);
-    return live;
+    return live || steps > 0;
   }
 
   /**

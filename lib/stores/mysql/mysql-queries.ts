@@ -86,6 +86,12 @@ export class MysqlQueries {
     return rows.map(({ idx, name }) => ({ index: Number(idx), name }));
   }
 
+  /** Deletes the key's live steps, once the steps table exists. @returns how many. */
+  async deleteSteps(key: string): Promise<number> {
+    if (!(await this.hasSteps())) return 0;
+    return (await this.write('deleteSteps', [key])).affectedRows;
+  }
+
   /**
    * The sweeper's batches: the records', then the steps', once this store has used steps (a
    * statement on the steps table went through): a store of an app without resumable runs sends

@@ -46,8 +46,11 @@ WHERE \`key\` = ? AND state = 'p' AND owner = ? FOR UPDATE`,
     /** `mysqlStatements().complete`, the key's steps expiring with it (clearSteps). */
     completeClearing: completeSql(t, s),
 
-    /** Input: key. The key's steps, live or not (an operator's delete). */
-    deleteSteps: `DELETE FROM ${s} WHERE \`key\` = ?`,
+    /**
+     * Input: key. Affects the key's live steps (an operator's delete); expired ones are dead
+     * already, and the sweeper's.
+     */
+    deleteSteps: `DELETE FROM ${s} WHERE \`key\` = ? AND expires_at > ${NOW}`,
 
     /** Input: key. Output: the key's live steps (index and name), in index order. */
     inspectSteps: `SELECT idx, name FROM ${s} WHERE \`key\` = ? AND expires_at > ${NOW} ORDER BY idx`,

@@ -199,11 +199,17 @@ export class PostgresIdempotencyStore
     return inspection(row, steps);
   }
 
-  /** The key's steps go too, in the same statement (once the steps table exists). */
+  /**
+   * The key's steps go too, in the same statement (once the steps table exists).
+   * @returns whether it deleted a live record, or the steps of one that is gone.
+   */
   override async delete(key: string): Promise<boolean> {
     const statement = (await this.queries.hasSteps()) ? 'deleteWithSteps' : 'delete';
-    const [row] = await this.queries.rows<{ n: number }>(statement, [key, this.channel]);
-    return row.n === 1;
+    const [row] = await this.queries.rows<{ n: number; steps?: number }>(statement, [
+      key,
+      this.channel,
+    ]);
+    return row.n === 1 || (row.steps ?? 0) > 0;
   }
 
   /**

@@ -144,13 +144,16 @@ SELECT count(*)::int AS n,
 FROM done`;
 }
 
-/** The operators' delete (see `statements().delete`), with `also`: more CTEs. */
-export function deleteSql(t: string, also = ''): string {
+/**
+ * The operators' delete (see `statements().delete`), with `also`: more CTEs, and `columns`:
+ * more output columns.
+ */
+export function deleteSql(t: string, also = '', columns = ''): string {
   return `WITH gone AS (
   DELETE FROM ${t} WHERE key = $1 RETURNING expires_at > statement_timestamp() AS live
 )${also}
 SELECT (count(*) FILTER (WHERE live))::int AS n,
-  count(pg_notify($2, '${Outcome.Deleted}' || $1)) AS notified
+  count(pg_notify($2, '${Outcome.Deleted}' || $1)) AS notified${columns}
 FROM gone`;
 }
 

@@ -87,12 +87,17 @@ SELECT count(*)::int AS n FROM recorded`,
 )`,
     ),
 
-    /** `statements().delete`, and the key's steps, live record or not. */
+    /**
+     * `statements().delete`, and the key's steps, live record or not. Output: also `steps`, the
+     * live steps deleted (a released record's count as something deleted).
+     */
     deleteWithSteps: deleteSql(
       t,
       `, steps AS (
-  DELETE FROM ${s} WHERE key = $1
+  DELETE FROM ${s} WHERE key = $1 RETURNING expires_at > statement_timestamp() AS live
 )`,
+      `,
+  (SELECT count(*) FILTER (WHERE live) FROM steps)::int AS steps`,
     ),
 
     /** Input: $1 key. Output: the key's live steps (index and name), in index order. */

@@ -181,7 +181,10 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     }
   }
 
-  /** The key's steps go too, in the same script. */
+  /**
+   * The key's steps go too, in the same script.
+   * @returns whether it deleted a live record, or the steps of one that is gone.
+   */
   override async delete(key: string): Promise<boolean> {
     const steps = stepsKey(this.client, key);
     const reply = steps
