@@ -76,7 +76,7 @@ class StepsOnPostgres extends PostgresIdempotencyStore {
     return rowCount === 1;
   }
 
-  async recordStepInTransaction(
+  override async recordStepInTransaction(
     tx: unknown,
     key: string,
     token: string,

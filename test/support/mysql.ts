@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createPool, type Pool, type PoolOptions } from 'mysql2/promise';
+import { mysqlStepsTableName } from '../../lib/stores/mysql/mysql-steps';
 
 /** The MariaDB/MySQL the suites use: IDEMPOTENCY_TEST_MYSQL_URL, else the local `test` database. */
 export function testMysqlUrl(): string {
@@ -31,7 +32,7 @@ export async function testMysqlPool(config: PoolOptions = {}): Promise<Pool> {
   return pool;
 }
 
-/** Drops a suite's table when the suite ends. */
+/** Drops a suite's table when the suite ends, and the steps table ensureSchema creates beside it. */
 export async function dropMysqlTable(pool: Pool, table: string): Promise<void> {
-  await pool.query(`DROP TABLE IF EXISTS \`${table}\``);
+  await pool.query(`DROP TABLE IF EXISTS \`${table}\`, \`${mysqlStepsTableName(table)}\``);
 }

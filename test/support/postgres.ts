@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Pool, type PoolConfig } from 'pg';
+import { postgresStepsTableName } from '../../lib/stores/postgres/postgres-steps';
 
 /** The PostgreSQL the suites use: IDEMPOTENCY_TEST_POSTGRES_URL, else the local `test` database. */
 export function testPostgresUrl(): string {
@@ -32,9 +33,12 @@ export async function testPool(config: PoolConfig = {}): Promise<Pool> {
   return pool;
 }
 
-/** Drops a suite's table (and with it its index) when the suite ends. */
+/**
+ * Drops a suite's table (and with it its index) when the suite ends, and the steps table that
+ * ensureSchema creates beside it.
+ */
 export async function dropTable(pool: Pool, table: string): Promise<void> {
-  await pool.query(`DROP TABLE IF EXISTS "${table}"`);
+  await pool.query(`DROP TABLE IF EXISTS "${table}", "${postgresStepsTableName(table)}"`);
 }
 
 /** Host and port of the test PostgreSQL, from its URL. */

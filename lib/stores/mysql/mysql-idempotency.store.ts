@@ -4,49 +4,34 @@ import type { Pool as PromisePool } from 'mysql2/promise';
 import {
   ClaimRequest,
   ClaimResult,
+  CompleteOptions,
   IdempotencyStore,
   RecordInspection,
   StoredResponse,
+  StoredStep,
   TransactionalIdempotencyStore,
   WatchListener,
 } from '../idempotency.store';
 import { checkMysqlStoreOptions, type MysqlIdempotencyStoreOptions } from './mysql-options';
 import { MysqlPoller } from './mysql-poller';
+import { MysqlQueries } from './mysql-queries';
+import { heldOutcome, type InspectRow, inspection, type LookupRow } from './mysql-rows';
 import { MysqlSchema } from './mysql-schema';
-import { DEFAULT_MYSQL_TABLE, mysqlStatements, MysqlStatements } from './mysql-statements';
+import { DEFAULT_MYSQL_TABLE } from './mysql-statements';
+import { foreign, type StepRow, stepValues, storedSteps } from './mysql-steps';
 import { within } from '../sql/errors';
 import { Sweeper } from '../sql/sweeper';
-import { affectedRows, queryInTransaction } from '../sql/transaction';
+import { affectedRows } from '../sql/transaction';
 import { Watchers } from '../sql/watchers';
 
 export { mysqlSchemaSql } from './mysql-statements';
+export { mysqlStepsSchemaSql, mysqlStepsTableName } from './mysql-steps';
 export type { IdempotencyMysqlConfig, MysqlIdempotencyStoreOptions } from './mysql-options';
 
 /** A claim that finds neither its own row nor another's lost a rare race (see claim); retries. */
 const CLAIM_ATTEMPTS = 5;
 /** How long close() waits for an owned pool to end, in ms. */
 const CLOSE_TIMEOUT_MS = 2_000;
-/** Most keys one poll statement checks. */
-const POLL_CHUNK = 500;
-
-interface LookupRow {
-  state: string;
-  left_us: number | string;
-  mismatch: number | string;
-  meta: string | null;
-  body: Buffer | null;
-}
-
-interface InspectRow {
-  state: string;
-  meta: string | null;
-  bytes: number | string | null;
-  left_us: number | string;
-  age_us: number | string | null;
-}
-
-/** µs from the database (BIGINT: a string when the pool has bigNumberStrings) in whole ms. */
-const ms = (us: number | string | null) => Math.max(Math.floor(Number(us ?? 0) / 1000), 0);
 
 /**
  * The MySQL/MariaDB store: one InnoDB row per record, leases and retention on the database's
@@ -60,6 +45,10 @@ const ms = (us: number | string | null) => Math.max(Math.floor(Number(us ?? 0) /
  *
  * With {@link completeInTransaction} the completion is written in the application's own
  * transaction, so the record commits (or rolls back) with the handler's writes.
+ *
+ * Steps of resumable runs live in a table beside the records' (`<table>_steps`), written by
+ * {@link recordStep} (or {@link recordStepInTransaction}, with the step's own writes) and read by
+ * resumable claims; the other runs' statements never touch it.
  */
 export class MysqlIdempotencyStore
   extends IdempotencyStore
@@ -71,7 +60,7 @@ export class MysqlIdempotencyStore
   readonly table: string;
   /** The pool, through mysql2's promise API. */
   readonly pool: PromisePool;
-  private readonly sql: MysqlStatements;
+  private readonly queries: MysqlQueries;
   private readonly logger = new Logger('Idempotency');
   private readonly watchers = new Watchers();
   private readonly poller: MysqlPoller;
@@ -94,17 +83,14 @@ export class MysqlIdempotencyStore
         ? callbackPool.promise()
         : (pool as PromisePool);
     this.table = options.table ?? DEFAULT_MYSQL_TABLE;
-    this.sql = mysqlStatements(this.table);
     this.schema = new MysqlSchema(this.pool, this.table, this.logger);
-    this.sweeper = new Sweeper(
-      async (batch) => (await this.write('sweep', [batch])).affectedRows,
-      options.sweepBatchSize ?? 500,
-      this.logger,
-    );
+    const queries = new MysqlQueries(this.pool, this.table, this.schema, !!options.ensureSchema);
+    this.queries = queries;
+    this.sweeper = new Sweeper(queries.sweepBatches(), options.sweepBatchSize ?? 500, this.logger);
     this.sweeper.every(options.sweepIntervalMs ?? 60_000, () => void this.sweep());
     this.poller = new MysqlPoller(
       this.watchers,
-      (keys) => this.pending(keys),
+      (keys) => queries.pending(keys),
       options.waitPollMaxMs ?? 1_000,
       this.logger,
     );
@@ -112,13 +98,14 @@ export class MysqlIdempotencyStore
 
   /**
    * One statement when the key is free or expired. When it is held, a second statement reads the
-   * record; if that finds none (released or expired in between), claim again.
+   * record; if that finds none (released or expired in between), claim again. A `resumable`
+   * claim that takes the key reads its steps with a second statement (see resumed).
    */
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
     const { token, fingerprint, leaseMs } = request;
     const lease = leaseMs * 1000;
     for (let attempt = 1; ; attempt++) {
-      const ok = await this.write('claim', [
+      const ok = await this.queries.write('claim', [
         key,
         fingerprint,
         token,
@@ -127,64 +114,98 @@ export class MysqlIdempotencyStore
         token,
         lease,
       ]);
-      if (Number(ok.insertId) !== 1) return { status: 'claimed' };
-      const f = fingerprint;
-      const [row] = await this.read<LookupRow>('lookup', [f, f, f, f, f, f, key]);
-      if (row) {
-        if (Number(row.mismatch) === 1) return { status: 'key_reused' };
-        if (row.state === 'c') {
-          const response = { meta: row.meta ?? '', body: row.body ?? Buffer.alloc(0) };
-          return { status: 'completed', response };
-        }
-        return { status: 'in_progress', retryAfterMs: ms(row.left_us) };
+      if (Number(ok.insertId) !== 1) {
+        return request.resumable ? this.resumed(key, token, fingerprint) : { status: 'claimed' };
       }
+      const f = fingerprint;
+      const [row] = await this.queries.read<LookupRow>('lookup', [f, f, f, f, f, f, key]);
+      if (row) return heldOutcome(row);
       if (attempt === CLAIM_ATTEMPTS) {
         throw new Error(`MysqlIdempotencyStore: the record ${key} kept changing under claim`);
       }
     }
   }
 
+  /** With `clearSteps`, the key's steps expire in the same statement (see completeSql). */
   async complete(
     key: string,
     token: string,
     response: StoredResponse,
     ttlMs: number,
+    options?: CompleteOptions,
   ): Promise<boolean> {
     const values = [response.meta, response.body, ttlMs * 1000, key, token];
-    const done = (await this.write('complete', values)).affectedRows === 1;
+    const done = options?.clearSteps
+      ? (await this.queries.write('completeClearing', values)).affectedRows > 0
+      : (await this.queries.write('complete', values)).affectedRows === 1;
     if (done) this.watchers.wake(key);
     return done;
   }
 
+  /** Releases the claim; the steps recorded under it stay, for the retry to resume from. */
   async release(key: string, token: string): Promise<boolean> {
-    const done = (await this.write('release', [key, token])).affectedRows === 1;
+    const done = (await this.queries.write('release', [key, token])).affectedRows === 1;
     if (done) this.watchers.wake(key);
     return done;
   }
 
   async extend(key: string, token: string, leaseMs: number): Promise<boolean> {
-    return (await this.write('extend', [leaseMs * 1000, key, token])).affectedRows === 1;
+    const values = [leaseMs * 1000, key, token];
+    return (await this.queries.write('extend', values)).affectedRows === 1;
   }
 
+  /**
+   * One statement: the step goes into the steps table only while `token` owns the pending
+   * record, kept `ttlMs` from now.
+   */
+  override async recordStep(
+    key: string,
+    token: string,
+    step: StoredStep,
+    ttlMs: number,
+  ): Promise<boolean> {
+    const values = stepValues(key, token, step, ttlMs);
+    return (await this.queries.write('recordStep', values)).affectedRows > 0;
+  }
+
+  /**
+   * {@link recordStep} through `tx`, the app's open transaction (the handles of
+   * {@link completeInTransaction}): the step's own writes and its record commit together. The
+   * record's row stays locked until the transaction ends.
+   * @returns false when `token` no longer owns the record: roll the transaction back.
+   */
+  async recordStepInTransaction(
+    tx: unknown,
+    key: string,
+    token: string,
+    step: StoredStep,
+    ttlMs: number,
+  ): Promise<boolean> {
+    const values = stepValues(key, token, step, ttlMs);
+    const operation = 'recordStepInTransaction';
+    return affectedRows(await this.queries.inTransaction(tx, 'recordStep', values, operation)) > 0;
+  }
+
+  /** For a pending or absent record, also the names of the steps recorded under its key. */
   override async inspect(key: string): Promise<RecordInspection> {
-    const [row] = await this.read<InspectRow>('inspect', [key]);
-    if (!row) return { state: 'absent' };
-    if (row.state === 'p') return { state: 'pending', leaseMsLeft: ms(row.left_us) };
-    return {
-      state: 'completed',
-      meta: row.meta ?? '',
-      bytes: Number(row.bytes ?? 0),
-      ageMs: ms(row.age_us),
-      ttlMsLeft: ms(row.left_us),
-    };
+    const [[row], steps] = await Promise.all([
+      this.queries.read<InspectRow>('inspect', [key]),
+      this.queries.stepNames(key),
+    ]);
+    return inspection(row, steps);
   }
 
-  /** Two statements when the record expired: its row goes too, so its owner cannot complete it. */
+  /**
+   * Two statements when the record expired: its row goes too, so its owner cannot complete it.
+   * Then the key's steps (once the steps table exists). @returns whether it deleted a live
+   * record, or the steps of one that is gone.
+   */
   override async delete(key: string): Promise<boolean> {
-    const live = (await this.write('deleteLive', [key])).affectedRows === 1;
-    if (!live) await this.write('deleteAny', [key]);
+    const live = (await this.queries.write('deleteLive', [key])).affectedRows === 1;
+    if (!live) await this.queries.write('deleteAny', [key]);
+    const steps = await this.queries.deleteSteps(key);
     this.watchers.wake(key);
-    return live;
+    return live || steps > 0;
   }
 
   /**
@@ -192,7 +213,8 @@ export class MysqlIdempotencyStore
    * exposes it: a TypeORM `EntityManager` or `QueryRunner`, a mysql2 connection (after BEGIN), a
    * Knex, Kysely or Drizzle transaction or a Prisma interactive-transaction client. It commits
    * with the transaction. Never rolls back itself.
-   * Waiters in other processes see it at their next poll, which comes soon.
+   * Waiters in other processes see it at their next poll, which comes soon. With `clearSteps`,
+   * the key's steps expire in the same statement.
    * @returns false when `token` no longer owns the pending record: roll the transaction back.
    */
   async completeInTransaction(
@@ -201,10 +223,12 @@ export class MysqlIdempotencyStore
     token: string,
     response: StoredResponse,
     ttlMs: number,
+    options?: CompleteOptions,
   ): Promise<boolean> {
     const values = [response.meta, response.body, ttlMs * 1000, key, token];
-    const result = await queryInTransaction(tx, this.sql.complete, values, '?');
-    const done = affectedRows(result) === 1;
+    const statement = options?.clearSteps ? 'completeClearing' : 'complete';
+    const result = await this.queries.inTransaction(tx, statement, values, 'completeInTransaction');
+    const done = options?.clearSteps ? affectedRows(result) > 0 : affectedRows(result) === 1;
     // Not woken now: the transaction has not committed. The poll finds it once it has.
     if (done) this.poller.soon();
     return done;
@@ -253,41 +277,24 @@ export class MysqlIdempotencyStore
       );
   }
 
-  /** Runs a write statement of the store; resolves its OK packet. */
-  private async write(
-    name: Exclude<keyof MysqlStatements, 'pending'>,
-    values: unknown[],
-  ): Promise<{ affectedRows: number; insertId: number }> {
-    const [result] = await this.run(this.sql[name], values);
-    return result as { affectedRows: number; insertId: number };
-  }
-
-  private async read<T>(name: 'lookup' | 'inspect', values: unknown[]): Promise<T[]> {
-    const [rows] = await this.run(this.sql[name], values);
-    return rows as T[];
-  }
-
-  private async run(sql: string, values: unknown[]) {
-    if (this.options.ensureSchema) await this.schema.ensure();
+  /**
+   * The claim of a resumable run that took the key: the steps recorded under it, read once the
+   * claim has committed (MySQL's INSERT returns no rows). Steps of another payload: the claim
+   * is released, and the key is key_reused. A failure (no steps table) releases it too.
+   */
+  private async resumed(key: string, token: string, fingerprint: string): Promise<ClaimResult> {
+    let rows: StepRow[];
     try {
-      return await this.pool.query(sql, values);
+      rows = await this.queries.read<StepRow>('claimedSteps', [key]);
     } catch (error) {
-      // ER_NO_SUCH_TABLE, ER_BAD_DB_ERROR: a missing migration, not an outage.
-      const code = (error as { code?: string }).code;
-      if (code === 'ER_NO_SUCH_TABLE' || code === 'ER_BAD_DB_ERROR') {
-        throw new Error(this.schema.missing(code !== 'ER_BAD_DB_ERROR'), { cause: error });
-      }
+      await this.release(key, token).catch(() => false);
       throw error;
     }
-  }
-
-  private async pending(keys: string[]): Promise<Set<string>> {
-    const pending = new Set<string>();
-    for (let i = 0; i < keys.length; i += POLL_CHUNK) {
-      const chunk = keys.slice(i, i + POLL_CHUNK);
-      const [rows] = await this.run(this.sql.pending(chunk.length), chunk);
-      for (const row of rows as { key: Buffer | string }[]) pending.add(row.key.toString());
+    if (rows.some((row) => foreign(row, fingerprint))) {
+      await this.release(key, token);
+      return { status: 'key_reused' };
     }
-    return pending;
+    const steps = storedSteps(rows);
+    return steps ? { status: 'claimed', steps } : { status: 'claimed' };
   }
 }

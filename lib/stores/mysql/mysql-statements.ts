@@ -19,10 +19,10 @@ export function quoteMysql(name: string): string {
     .join('.');
 }
 
-const NOW = 'UTC_TIMESTAMP(6)';
+export const NOW = 'UTC_TIMESTAMP(6)';
 const EXPIRED = `expires_at <= ${NOW}`;
 /** `NOW + ? microseconds`. */
-const LATER = `${NOW} + INTERVAL ? MICROSECOND`;
+export const LATER = `${NOW} + INTERVAL ? MICROSECOND`;
 /** The stored response, only when the caller's fingerprint matches (`?` twice: fingerprint). */
 const MATCHES = `state = 'c' AND (? = '' OR fingerprint IN ('', ?))`;
 
@@ -65,9 +65,7 @@ FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
      * longer owns the pending record (fencing; an expired record nobody took over is still its
      * owner's, and a takeover is serialised with this by the row lock).
      */
-    complete: `UPDATE ${t} SET state = 'c', owner = NULL, meta = ?, body = ?,
-  completed_at = ${NOW}, expires_at = ${LATER}
-WHERE \`key\` = ? AND state = 'p' AND owner = ?`,
+    complete: completeSql(t),
 
     /** Input: key, token. Affects 1 row when released. */
     release: `DELETE FROM ${t} WHERE \`key\` = ? AND state = 'p' AND owner = ?`,
@@ -102,6 +100,22 @@ FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
 }
 
 export type MysqlStatements = ReturnType<typeof mysqlStatements>;
+
+/**
+ * The completion statement (see `mysqlStatements().complete`); with `steps`, the steps table,
+ * the key's steps expire with it, in the same statement (MySQL has no statement that updates one
+ * table and deletes from another: their rows are dead at once, and the sweeper deletes them).
+ * Affects 1 row or more when stored, 0 when `token` no longer owns the pending record.
+ */
+export function completeSql(t: string, steps?: string): string {
+  // Both tables have `key` and expires_at: with the join, every column is qualified.
+  const r = steps ? 'r.' : '';
+  const join = steps ? ` r LEFT JOIN ${steps} s ON s.\`key\` = r.\`key\`` : '';
+  const expire = steps ? `, s.expires_at = ${NOW}` : '';
+  return `UPDATE ${t}${join} SET ${r}state = 'c', ${r}owner = NULL, ${r}meta = ?, ${r}body = ?,
+  ${r}completed_at = ${NOW}, ${r}expires_at = ${LATER}${expire}
+WHERE ${r}\`key\` = ? AND ${r}state = 'p' AND ${r}owner = ?`;
+}
 
 /** The DDL of `sql/mysql/001_idempotency_records.sql` for `table` (idempotent). */
 export function mysqlSchemaSql(table = DEFAULT_MYSQL_TABLE): string {

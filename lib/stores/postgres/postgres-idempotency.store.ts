@@ -1,12 +1,13 @@
 import { Logger } from '@nestjs/common';
-import { createHash } from 'node:crypto';
-import type { Client, Pool, QueryResultRow } from 'pg';
+import type { Client, Pool } from 'pg';
 import {
   ClaimRequest,
   ClaimResult,
+  CompleteOptions,
   IdempotencyStore,
   RecordInspection,
   StoredResponse,
+  StoredStep,
   TransactionalIdempotencyStore,
   WatchListener,
 } from '../idempotency.store';
@@ -16,13 +17,17 @@ import {
 } from './postgres-options';
 import { PostgresConnections } from './postgres-connections';
 import { PostgresListener } from './postgres-listener';
+import { PostgresQueries } from './postgres-queries';
 import { PostgresSchema } from './postgres-schema';
-import { DEFAULT_TABLE, statements, Statements } from './postgres-statements';
+import { DEFAULT_TABLE } from './postgres-statements';
+import { claimOutcome, type ClaimRow, type InspectRow, inspection } from './postgres-rows';
+import { stepValues } from './postgres-steps';
 import { Sweeper } from '../sql/sweeper';
-import { queryInTransaction, resultRows } from '../sql/transaction';
+import { resultRows } from '../sql/transaction';
 import { Watchers } from '../sql/watchers';
 
 export { expiryIndexName, postgresSchemaSql } from './postgres-statements';
+export { postgresStepsSchemaSql, postgresStepsTableName } from './postgres-steps';
 export type {
   IdempotencyPostgresConfig,
   PostgresIdempotencyStoreOptions,
@@ -30,25 +35,6 @@ export type {
 
 /** A claim that finds neither its own row nor another's lost a rare race (see claim); retries. */
 const CLAIM_ATTEMPTS = 5;
-
-interface ClaimRow {
-  claimed: boolean;
-  marked: boolean;
-  state: 'p' | 'c' | null;
-  waiting: boolean | null;
-  left_ms: number | null;
-  mismatch: boolean | null;
-  meta: string | null;
-  body: Buffer | null;
-}
-
-interface InspectRow {
-  state: 'p' | 'c';
-  meta: string | null;
-  bytes: number | null;
-  left_ms: number;
-  age_ms: number | null;
-}
 
 /**
  * The PostgreSQL store: one row per record in one table, every operation one statement (one
@@ -60,6 +46,10 @@ interface InspectRow {
  *
  * With {@link completeInTransaction} the completion is written in the application's own
  * transaction, so the record commits (or rolls back) with the handler's writes.
+ *
+ * Steps of resumable runs live in a table beside the records' (`<table>_steps`), written by
+ * {@link recordStep} (or {@link recordStepInTransaction}, with the step's own writes) and read by
+ * resumable claims; the other runs' statements never touch it.
  */
 export class PostgresIdempotencyStore
   extends IdempotencyStore
@@ -70,9 +60,7 @@ export class PostgresIdempotencyStore
   /** The table, as configured. */
   readonly table: string;
   private readonly channel: string;
-  private readonly sql: Statements;
-  /** Statement names, so that each connection parses and plans each statement once. */
-  private readonly names: Record<keyof Statements, string>;
+  private readonly queries: PostgresQueries;
   private readonly logger = new Logger('Idempotency');
   private readonly watchers = new Watchers();
   private readonly listener: PostgresListener;
@@ -93,20 +81,19 @@ export class PostgresIdempotencyStore
     if (problem) throw new TypeError(`PostgresIdempotencyStore: ${problem}`);
     this.table = options.table ?? DEFAULT_TABLE;
     this.channel = this.table;
-    this.sql = statements(this.table);
     this.schema = new PostgresSchema(pool, this.table, this.logger);
-    this.names = Object.fromEntries(
-      Object.entries(this.sql).map(([name, text]) => [
-        name,
-        `idempotency_${name}_${createHash('sha256').update(text).digest('hex').slice(0, 16)}`,
-      ]),
-    ) as Record<keyof Statements, string>;
+    this.queries = new PostgresQueries(
+      pool,
+      this.table,
+      this.schema,
+      options.ensureSchema === true,
+    );
     const connections = new PostgresConnections(pool, options.ownsPool === true);
     this.connections = connections;
     const track = (client: Client) => connections.track(client);
     this.listener = new PostgresListener(pool, this.channel, this.watchers, this.logger, track);
     this.sweeper = new Sweeper(
-      async (batch) => (await this.run('sweep', [batch])).rowCount ?? 0,
+      this.queries.sweepBatches(),
       options.sweepBatchSize ?? 500,
       this.logger,
     );
@@ -114,76 +101,115 @@ export class PostgresIdempotencyStore
   }
 
   /**
-   * One statement in the common case. In READ COMMITTED, the statement's snapshot may miss a
-   * record a concurrent claim committed after it began: the INSERT then conflicts with it and
-   * waits for it, but the SELECT cannot see it. Neither claimed nor seen: claim again (a new
-   * statement, a new snapshot). The same holds for a waiter whose record completed or was
-   * released under its snapshot (the mark found no pending row to mark).
+   * One statement in the common case; again when it lost a race (see claimOutcome).
+   *
+   * A `resumable` claim is the same statement with the key's steps read in it (see
+   * postgres-steps.ts), returned in index order when it takes the key.
    */
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
-    const { token, fingerprint, leaseMs, waiting = false } = request;
+    const { token, fingerprint, leaseMs, waiting = false, resumable = false } = request;
+    const statement = resumable ? 'claimResumable' : 'claim';
     for (let attempt = 1; ; attempt++) {
-      const [row] = await this.query<ClaimRow>('claim', [
+      const rows = await this.queries.rows<ClaimRow>(statement, [
         key,
         token,
         fingerprint,
         leaseMs,
         waiting,
       ]);
-      if (row.claimed) return { status: 'claimed' };
-      if (row.mismatch) return { status: 'key_reused' };
-      if (row.state === 'c') {
-        const response = { meta: row.meta ?? '', body: row.body ?? Buffer.alloc(0) };
-        return { status: 'completed', response };
-      }
-      const raced = row.state === null || (waiting && !row.waiting && !row.marked);
-      if (!raced) {
-        return { status: 'in_progress', retryAfterMs: Math.max(Math.floor(row.left_ms!), 0) };
-      }
+      const outcome = claimOutcome(rows, waiting);
+      if (outcome) return outcome;
       if (attempt === CLAIM_ATTEMPTS) {
         throw new Error(`PostgresIdempotencyStore: the record ${key} kept changing under claim`);
       }
     }
   }
 
+  /** With `clearSteps`, the key's steps are deleted by the same statement. */
   async complete(
     key: string,
     token: string,
     response: StoredResponse,
     ttlMs: number,
+    options?: CompleteOptions,
   ): Promise<boolean> {
     const values = [key, token, response.meta, response.body, ttlMs, this.channel];
-    const [row] = await this.query<{ n: number }>('complete', values);
+    const statement = options?.clearSteps ? 'completeClearing' : 'complete';
+    const [row] = await this.queries.rows<{ n: number }>(statement, values);
     return row.n === 1;
   }
 
+  /** Releases the claim; the steps recorded under it stay, for the retry to resume from. */
   async release(key: string, token: string): Promise<boolean> {
-    const [row] = await this.query<{ n: number }>('release', [key, token, this.channel]);
+    const [row] = await this.queries.rows<{ n: number }>('release', [key, token, this.channel]);
     return row.n === 1;
   }
 
   async extend(key: string, token: string, leaseMs: number): Promise<boolean> {
-    const result = await this.run('extend', [key, token, leaseMs]);
+    const result = await this.queries.run('extend', [key, token, leaseMs]);
     return result.rowCount === 1;
   }
 
-  override async inspect(key: string): Promise<RecordInspection> {
-    const [row] = await this.query<InspectRow>('inspect', [key]);
-    if (!row) return { state: 'absent' };
-    const ttlMsLeft = Math.max(Math.floor(row.left_ms), 0);
-    if (row.state === 'p') return { state: 'pending', leaseMsLeft: ttlMsLeft };
-    return {
-      state: 'completed',
-      meta: row.meta ?? '',
-      bytes: row.bytes ?? 0,
-      ageMs: Math.max(Math.floor(row.age_ms ?? 0), 0),
-      ttlMsLeft,
-    };
+  /**
+   * One statement: the step goes into the steps table only while `token` owns the pending
+   * record, kept `ttlMs` from now.
+   */
+  override async recordStep(
+    key: string,
+    token: string,
+    step: StoredStep,
+    ttlMs: number,
+  ): Promise<boolean> {
+    const [row] = await this.queries.rows<{ n: number }>(
+      'recordStep',
+      stepValues(key, token, step, ttlMs),
+    );
+    return row.n === 1;
   }
 
+  /**
+   * {@link recordStep} through `tx`, the app's open transaction (the handles of
+   * {@link completeInTransaction}): the step's own writes and its record commit together. The
+   * record's row stays locked until the transaction ends.
+   * @returns false when `token` no longer owns the record: roll the transaction back.
+   */
+  async recordStepInTransaction(
+    tx: unknown,
+    key: string,
+    token: string,
+    step: StoredStep,
+    ttlMs: number,
+  ): Promise<boolean> {
+    const values = stepValues(key, token, step, ttlMs);
+    const result = await this.queries.inTransaction(
+      tx,
+      'recordStep',
+      values,
+      'recordStepInTransaction',
+    );
+    return Number((resultRows(result)[0] as { n?: unknown } | undefined)?.n) === 1;
+  }
+
+  /** For a pending or absent record, also the names of the steps recorded under its key. */
+  override async inspect(key: string): Promise<RecordInspection> {
+    const [[row], steps] = await Promise.all([
+      this.queries.rows<InspectRow>('inspect', [key]),
+      this.queries.stepNames(key),
+    ]);
+    return inspection(row, steps);
+  }
+
+  /**
+   * The key's steps go too, in the same statement (once the steps table exists).
+   * @returns whether it deleted a live record, or the steps of one that is gone.
+   */
   override async delete(key: string): Promise<boolean> {
-    const [row] = await this.query<{ n: number }>('delete', [key, this.channel]);
-    return row.n === 1;
+    const statement = (await this.queries.hasSteps()) ? 'deleteWithSteps' : 'delete';
+    const [row] = await this.queries.rows<{ n: number; steps?: number }>(statement, [
+      key,
+      this.channel,
+    ]);
+    return row.n === 1 || (row.steps ?? 0) > 0;
   }
 
   /**
@@ -191,6 +217,7 @@ export class PostgresIdempotencyStore
    * exposes it: a TypeORM `EntityManager` or `QueryRunner`, a node-postgres client (after BEGIN),
    * a Knex, Kysely or Drizzle transaction or a Prisma interactive-transaction client. It commits
    * with the transaction, and waiters are notified at that commit. Never rolls back itself.
+   * With `clearSteps`, the key's steps are deleted by the same statement.
    * @returns false when `token` no longer owns the pending record: roll the transaction back.
    */
   async completeInTransaction(
@@ -199,9 +226,11 @@ export class PostgresIdempotencyStore
     token: string,
     response: StoredResponse,
     ttlMs: number,
+    options?: CompleteOptions,
   ): Promise<boolean> {
     const values = [key, token, response.meta, response.body, ttlMs, this.channel];
-    const result = await queryInTransaction(tx, this.sql.complete, values, '$n');
+    const statement = options?.clearSteps ? 'completeClearing' : 'complete';
+    const result = await this.queries.inTransaction(tx, statement, values, 'completeInTransaction');
     const [row] = resultRows(result);
     return Number((row as { n?: unknown } | undefined)?.n) === 1;
   }
@@ -234,8 +263,8 @@ export class PostgresIdempotencyStore
   }
 
   /**
-   * Deletes expired rows in batches of `sweepBatchSize` until a batch comes back short. Runs on
-   * the interval; never two at once. @returns the rows deleted.
+   * Deletes expired rows (records, then steps) in batches of `sweepBatchSize` until a batch comes
+   * back short. Runs on the interval; never two at once. @returns the rows deleted.
    */
   sweep(): Promise<number> {
     return this.sweeper.sweep();
@@ -255,27 +284,5 @@ export class PostgresIdempotencyStore
     this.watchers.clear();
     this.listener.close();
     await this.connections.end();
-  }
-
-  /** Runs a statement of the store as a prepared statement of its connection. */
-  private async run(name: keyof Statements, values: unknown[]) {
-    if (this.options.ensureSchema) await this.schema.ensure();
-    try {
-      return await this.pool.query({ name: this.names[name], text: this.sql[name], values });
-    } catch (error) {
-      // 42P01 undefined_table, 3F000 invalid_schema_name: a missing migration, not an outage.
-      const code = (error as { code?: string }).code;
-      if (code === '42P01' || code === '3F000') {
-        throw new Error(this.schema.missing(code === '42P01'), { cause: error });
-      }
-      throw error;
-    }
-  }
-
-  private async query<T extends QueryResultRow>(
-    name: keyof Statements,
-    values: unknown[],
-  ): Promise<T[]> {
-    return (await this.run(name, values)).rows as T[];
   }
 }

@@ -1,17 +1,23 @@
 import type { Logger } from '@nestjs/common';
 import type { Pool } from 'pg';
 import { postgresSchemaSql, quote } from './postgres-statements';
+import { postgresStepsSchemaSql, postgresStepsTableName } from './postgres-steps';
 import { describeError } from '../sql/errors';
 import { schemaOf } from '../sql/options';
 import { schemaProblem } from '../sql/schema-check';
 
 /**
- * The PostgreSQL store's table: whether it (and its schema) exist, what to say when not, and its
- * creation with ensureSchema.
+ * The PostgreSQL store's tables (the records', and the steps' beside it): whether they (and
+ * their schema) exist, what to say when not, and their creation with ensureSchema.
  */
 export class PostgresSchema {
-  /** The table, once created (ensureSchema). */
+  /** The tables, once created (ensureSchema). */
   private created?: Promise<void>;
+  /**
+   * Whether the steps table is known to exist (created, or seen). Until then it is looked up
+   * where its absence is no error: an app that has no resumable runs need not apply its migration.
+   */
+  private stepsFound = false;
 
   constructor(
     private readonly pool: Pool,
@@ -19,10 +25,14 @@ export class PostgresSchema {
     private readonly logger: Logger,
   ) {}
 
-  /** Creates the table and index once (ensureSchema); a failure is retried on the next call. */
+  /**
+   * Creates the tables and indexes once (ensureSchema), in one implicit transaction under the
+   * schema's advisory lock; a failure is retried on the next call.
+   */
   ensure(): Promise<void> {
-    return (this.created ??= this.pool.query(postgresSchemaSql(this.table)).then(
-      () => undefined,
+    const ddl = `${postgresSchemaSql(this.table)}\n${postgresStepsSchemaSql(this.table)}`;
+    return (this.created ??= this.pool.query(ddl).then(
+      () => void (this.stepsFound = true),
       (error: unknown) => {
         this.created = undefined;
         const schema = schemaOf(this.table);
@@ -72,6 +82,34 @@ export class PostgresSchema {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /** Whether the steps table exists (looked up until it does; see stepsFound). */
+  async hasSteps(): Promise<boolean> {
+    if (this.stepsFound) return true;
+    const { rows } = await this.pool.query<{ found: boolean }>(
+      'SELECT to_regclass($1) IS NOT NULL AS found',
+      [quote(postgresStepsTableName(this.table))],
+    );
+    return (this.stepsFound = rows[0].found);
+  }
+
+  /**
+   * What to say when a statement of a resumable run found a table or schema missing (`code`
+   * 42P01 or 3F000): the steps table and its migration when that is the one missing.
+   */
+  async missingForSteps(code: string): Promise<string> {
+    const stepsMissing = code === '42P01' && !(await this.hasSteps().catch(() => true));
+    if (!stepsMissing) return this.missing(code === '42P01');
+    return schemaProblem({
+      database: 'PostgreSQL',
+      table: postgresStepsTableName(this.table),
+      schemaExists: true,
+      schemaWord: 'schema',
+      migration: 'sql/postgres/002_idempotency_steps.sql',
+      option: 'postgres',
+      holds: 'steps',
+    });
   }
 
   missing(schemaExists: boolean): string {

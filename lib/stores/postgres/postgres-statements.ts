@@ -22,10 +22,10 @@ export function quote(name: string): string {
 }
 
 /** `statement_timestamp() + $n milliseconds`: the database's clock, never the app's. */
-const inMs = (param: string) =>
+export const inMs = (param: string) =>
   `statement_timestamp() + ${param}::float8 * interval '1 millisecond'`;
 /** Milliseconds from the statement's time to `column` (negative when it is past). */
-const msUntil = (column: string) =>
+export const msUntil = (column: string) =>
   `(extract(epoch FROM ${column} - statement_timestamp()) * 1000)::float8`;
 
 /** The statements of the store for one table; `$n` are bound in the order the methods pass them. */
@@ -44,28 +44,7 @@ export function statements(table: string) {
      * record, pending or completed, under its row lock: a completion in flight for it (its
      * owner's, maybe inside the app's transaction) commits first or not at all.
      */
-    claim: `WITH inserted AS (
-  INSERT INTO ${t} AS r (key, state, fingerprint, owner, expires_at)
-  SELECT $1::text, 'p', $3::text, $2::text, ${inMs('$4')}
-  WHERE NOT EXISTS (SELECT FROM ${t} WHERE key = $1 AND expires_at > statement_timestamp())
-  ON CONFLICT (key) DO UPDATE
-    SET state = 'p', fingerprint = excluded.fingerprint, owner = excluded.owner, waiting = false,
-      meta = NULL, body = NULL, completed_at = NULL, expires_at = excluded.expires_at
-    WHERE r.expires_at <= statement_timestamp()
-  RETURNING 1
-), marked AS (
-  UPDATE ${t} SET waiting = true
-  WHERE $5::boolean AND key = $1 AND state = 'p' AND NOT waiting
-    AND expires_at > statement_timestamp() AND ($3 = '' OR fingerprint IN ('', $3))
-  RETURNING 1
-)
-SELECT EXISTS (SELECT FROM inserted) AS claimed, EXISTS (SELECT FROM marked) AS marked,
-  r.state, r.waiting, ${msUntil('r.expires_at')} AS left_ms,
-  $3 <> '' AND r.fingerprint <> '' AND r.fingerprint <> $3 AS mismatch,
-  CASE WHEN r.state = 'c' AND ($3 = '' OR r.fingerprint IN ('', $3)) THEN r.meta END AS meta,
-  CASE WHEN r.state = 'c' AND ($3 = '' OR r.fingerprint IN ('', $3)) THEN r.body END AS body
-FROM (SELECT) AS one
-LEFT JOIN ${t} r ON r.key = $1 AND r.expires_at > statement_timestamp()`,
+    claim: claimSql(t),
 
     /**
      * Input: $1 key, $2 owner token, $3 meta, $4 body, $5 retention ms, $6 channel.
@@ -75,15 +54,7 @@ LEFT JOIN ${t} r ON r.key = $1 AND r.expires_at > statement_timestamp()`,
      * at most): waiters claim to replay it. Inside a transaction the NOTIFY leaves at commit.
      * A SELECT over the CTE, so that every driver returns the row (TypeORM does not for UPDATE).
      */
-    complete: `WITH done AS (
-  UPDATE ${t} SET state = 'c', owner = NULL, meta = $3, body = $4,
-    completed_at = statement_timestamp(), expires_at = ${inMs('$5')}
-  WHERE key = $1 AND state = 'p' AND owner = $2
-  RETURNING waiting
-)
-SELECT count(*)::int AS n,
-  count(pg_notify($6, '${Outcome.Completed}' || $1)) FILTER (WHERE waiting) AS notified
-FROM done`,
+    complete: completeSql(t),
 
     /** Input: $1 key, $2 owner token, $3 channel. Output: `n` 1 released, 0 not the owner. */
     release: `WITH gone AS (
@@ -103,12 +74,7 @@ WHERE key = $1 AND state = 'p' AND owner = $2`,
 FROM ${t} WHERE key = $1 AND expires_at > statement_timestamp()`,
 
     /** Input: $1 key, $2 channel. Output: `n` 1 when a live record was deleted. */
-    delete: `WITH gone AS (
-  DELETE FROM ${t} WHERE key = $1 RETURNING expires_at > statement_timestamp() AS live
-)
-SELECT (count(*) FILTER (WHERE live))::int AS n,
-  count(pg_notify($2, '${Outcome.Deleted}' || $1)) AS notified
-FROM gone`,
+    delete: deleteSql(t),
 
     /**
      * Input: $1 batch size. Deletes up to that many expired rows; rows another transaction holds
@@ -120,6 +86,75 @@ FROM gone`,
   LIMIT $1 FOR UPDATE SKIP LOCKED
 ))`,
   };
+}
+
+/**
+ * What a resumable claim adds to the claim (postgres-steps.ts); nothing for the others, whose
+ * statement stays the text it always was.
+ */
+export interface ClaimSteps {
+  /** A condition the key's steps must meet for the INSERT to run (after the free-key check). */
+  free: string;
+  /** A condition the expired row must meet to be taken over (after the expiry check). */
+  unchanged: string;
+  /** Columns after `body`. */
+  columns: string;
+  /** After the claim's row: more rows (`UNION ALL ...`). */
+  rows: string;
+}
+
+const NO_STEPS: ClaimSteps = { free: '', unchanged: '', columns: '', rows: '' };
+
+/** The claim statement (see `statements().claim`), with what `steps` adds. */
+export function claimSql(t: string, steps: ClaimSteps = NO_STEPS): string {
+  return `WITH inserted AS (
+  INSERT INTO ${t} AS r (key, state, fingerprint, owner, expires_at)
+  SELECT $1::text, 'p', $3::text, $2::text, ${inMs('$4')}
+  WHERE NOT EXISTS (SELECT FROM ${t} WHERE key = $1 AND expires_at > statement_timestamp())${steps.free}
+  ON CONFLICT (key) DO UPDATE
+    SET state = 'p', fingerprint = excluded.fingerprint, owner = excluded.owner, waiting = false,
+      meta = NULL, body = NULL, completed_at = NULL, expires_at = excluded.expires_at
+    WHERE r.expires_at <= statement_timestamp()${steps.unchanged}
+  RETURNING 1
+), marked AS (
+  UPDATE ${t} SET waiting = true
+  WHERE $5::boolean AND key = $1 AND state = 'p' AND NOT waiting
+    AND expires_at > statement_timestamp() AND ($3 = '' OR fingerprint IN ('', $3))
+  RETURNING 1
+)
+SELECT EXISTS (SELECT FROM inserted) AS claimed, EXISTS (SELECT FROM marked) AS marked,
+  r.state, r.waiting, ${msUntil('r.expires_at')} AS left_ms,
+  $3 <> '' AND r.fingerprint <> '' AND r.fingerprint <> $3 AS mismatch,
+  CASE WHEN r.state = 'c' AND ($3 = '' OR r.fingerprint IN ('', $3)) THEN r.meta END AS meta,
+  CASE WHEN r.state = 'c' AND ($3 = '' OR r.fingerprint IN ('', $3)) THEN r.body END AS body${steps.columns}
+FROM (SELECT) AS one
+LEFT JOIN ${t} r ON r.key = $1 AND r.expires_at > statement_timestamp()${steps.rows}`;
+}
+
+/** The completion statement (see `statements().complete`), with `also`: more CTEs. */
+export function completeSql(t: string, also = ''): string {
+  return `WITH done AS (
+  UPDATE ${t} SET state = 'c', owner = NULL, meta = $3, body = $4,
+    completed_at = statement_timestamp(), expires_at = ${inMs('$5')}
+  WHERE key = $1 AND state = 'p' AND owner = $2
+  RETURNING waiting
+)${also}
+SELECT count(*)::int AS n,
+  count(pg_notify($6, '${Outcome.Completed}' || $1)) FILTER (WHERE waiting) AS notified
+FROM done`;
+}
+
+/**
+ * The operators' delete (see `statements().delete`), with `also`: more CTEs, and `columns`:
+ * more output columns.
+ */
+export function deleteSql(t: string, also = '', columns = ''): string {
+  return `WITH gone AS (
+  DELETE FROM ${t} WHERE key = $1 RETURNING expires_at > statement_timestamp() AS live
+)${also}
+SELECT (count(*) FILTER (WHERE live))::int AS n,
+  count(pg_notify($2, '${Outcome.Deleted}' || $1)) AS notified${columns}
+FROM gone`;
 }
 
 /**

@@ -3,15 +3,18 @@ import { isUtf8 } from 'node:buffer';
 import {
   ClaimRequest,
   ClaimResult,
+  CompleteOptions,
   IdempotencyStore,
   RecordInspection,
   StoredResponse,
+  StoredStep,
   WatchListener,
 } from '../idempotency.store';
 import { clientReady, disconnect } from './redis-connection';
 import { evictingPolicy, evictionWarning } from './redis-eviction';
 import { defineIdempotencyCommands, IdempotencyCommands } from './redis-scripts';
 import { checkRedisStoreOptions, type RedisIdempotencyStoreOptions } from './redis-options';
+import { decodeStepNames, decodeSteps, noHashTag, stepsKey } from './redis-steps';
 import { RedisSubscriptions } from './redis-subscriptions';
 
 export type { RedisIdempotencyStoreOptions } from './redis-options';
@@ -34,6 +37,10 @@ const enum InspectCode {
 /**
  * The Redis store: one string per key, every operation a single Lua script (one round trip,
  * atomic, one key, so it is Cluster-safe). Works with a single node, Sentinel and Cluster clients.
+ *
+ * Steps of resumable runs (`recordStep`) live in a hash beside the record, `<key>:steps`, in the
+ * record's hash slot; the scripts of resumable runs take both keys (`lua/*-2.lua`), the others
+ * only the record's, as they always did.
  *
  * Waiting duplicates (`onConflict: 'wait'`) are notified through pub/sub on a channel named like
  * the key: PUBLISH/SUBSCRIBE on a single node, sharded SPUBLISH/SSUBSCRIBE on a Cluster (the
@@ -60,17 +67,27 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     this.publish = client.isCluster ? 'SPUBLISH' : 'PUBLISH';
   }
 
+  /**
+   * A `resumable` claim that takes the key returns the steps recorded under it, in index order,
+   * in the same round trip (`lua/claim-2.lua`).
+   */
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
-    const reply = (await this.commands.claim(
-      key,
+    const args = [
       request.token,
       request.fingerprint,
       request.leaseMs,
       request.waiting ? '1' : '0',
-    )) as [number, number?, Buffer?, Buffer?];
+    ] as const;
+    const reply = (
+      request.resumable
+        ? await this.commands.claimResumable(key, this.stepsKeyOf(key), ...args)
+        : await this.commands.claim(key, ...args)
+    ) as [number, (number | Buffer[])?, Buffer?, Buffer?];
     switch (reply[0]) {
-      case ClaimCode.Claimed:
-        return { status: 'claimed' };
+      case ClaimCode.Claimed: {
+        const steps = request.resumable ? decodeSteps(reply[1] as Buffer[] | undefined) : undefined;
+        return steps ? { status: 'claimed', steps } : { status: 'claimed' };
+      }
       case ClaimCode.InProgress:
         return { status: 'in_progress', retryAfterMs: Math.max(Number(reply[1]), 0) };
       case ClaimCode.KeyReused:
@@ -85,17 +102,44 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     }
   }
 
+  /** With `clearSteps`, the key's steps are deleted by the same script (`lua/complete-2.lua`). */
   async complete(
     key: string,
     token: string,
     response: StoredResponse,
     ttlMs: number,
+    options?: CompleteOptions,
   ): Promise<boolean> {
-    const { meta, body } = response;
-    // The same bytes as a string when they are UTF-8 (JSON and text are): ioredis writes a command
-    // of strings as one string, while a Buffer argument makes it copy the whole batch into a Buffer.
-    const value = isUtf8(body) ? body.toString('utf8') : body;
-    return (await this.commands.complete(key, token, meta, value, ttlMs, this.publish)) === 1;
+    const args = [token, response.meta, sendable(response.body), ttlMs, this.publish] as const;
+    const reply = options?.clearSteps
+      ? await this.commands.completeResumable(key, this.stepsKeyOf(key), ...args)
+      : await this.commands.complete(key, ...args);
+    return reply === 1;
+  }
+
+  /**
+   * One script (`lua/step-2.lua`): the step goes into the key's steps hash only while `token`
+   * owns the pending record, and the hash is kept `ttlMs` after its latest step.
+   */
+  override async recordStep(
+    key: string,
+    token: string,
+    step: StoredStep,
+    ttlMs: number,
+  ): Promise<boolean> {
+    const { meta, body } = step.result;
+    const steps = this.stepsKeyOf(key);
+    const reply = await this.commands.step(
+      key,
+      steps,
+      token,
+      step.index,
+      step.name,
+      meta,
+      sendable(body),
+      ttlMs,
+    );
+    return reply === 1;
   }
 
   async release(key: string, token: string): Promise<boolean> {
@@ -106,8 +150,13 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     return (await this.commands.extend(key, token, leaseMs)) === 1;
   }
 
+  /** For a pending or absent record, also the names of the steps recorded under its key. */
   override async inspect(key: string): Promise<RecordInspection> {
-    const [code, second, bytes, ageMs, ttlMsLeft] = (await this.commands.inspect(key)) as [
+    const steps = stepsKey(this.client, key);
+    const reply = (
+      steps ? await this.commands.inspectSteps(key, steps) : await this.commands.inspect(key)
+    ) as [number, ...unknown[]];
+    const [code, second, bytes, ageMs, ttlMsLeft] = reply as [
       number,
       (number | Buffer)?,
       number?,
@@ -116,9 +165,9 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     ];
     switch (code) {
       case InspectCode.Absent:
-        return { state: 'absent' };
+        return withSteps({ state: 'absent' }, reply[1]);
       case InspectCode.Pending:
-        return { state: 'pending', leaseMsLeft: Number(second) };
+        return withSteps({ state: 'pending', leaseMsLeft: Number(second) }, reply[2]);
       case InspectCode.Completed:
         return {
           state: 'completed',
@@ -132,8 +181,16 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     }
   }
 
+  /**
+   * The key's steps go too, in the same script.
+   * @returns whether it deleted a live record, or the steps of one that is gone.
+   */
   override async delete(key: string): Promise<boolean> {
-    return (await this.commands.delete(key, this.publish)) === 1;
+    const steps = stepsKey(this.client, key);
+    const reply = steps
+      ? await this.commands.deleteSteps(key, steps, this.publish)
+      : await this.commands.delete(key, this.publish);
+    return reply === 1;
   }
 
   /**
@@ -178,4 +235,25 @@ export class RedisIdempotencyStore extends IdempotencyStore {
       ? undefined
       : { evictionPolicy: policy, warning: evictionWarning(policy) };
   }
+
+  /** The steps key of `key`, for the calls of resumable runs; throws where it cannot be. */
+  private stepsKeyOf(key: string): string {
+    const steps = stepsKey(this.client, key);
+    if (steps === undefined) throw noHashTag(key);
+    return steps;
+  }
+}
+
+/**
+ * The same bytes as a string when they are UTF-8 (JSON and text are): ioredis writes a command
+ * of strings as one string, while a Buffer argument makes it copy the whole batch into a Buffer.
+ */
+function sendable(body: Buffer): string | Buffer {
+  return isUtf8(body) ? body.toString('utf8') : body;
+}
+
+/** `inspection` with the steps `lua/inspect-2.lua` replied, when there are any. */
+function withSteps<T extends RecordInspection>(inspection: T, names: unknown): T {
+  const steps = decodeStepNames(names as (Buffer | number)[] | undefined);
+  return steps.length > 0 ? { ...inspection, steps } : inspection;
 }

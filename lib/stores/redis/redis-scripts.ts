@@ -27,6 +27,13 @@ const SCRIPTS = {
   extend: 'extend-1',
   inspect: 'inspect-1',
   delete: 'delete-1',
+  // Resumable runs (steps): each a -1 script above and the key's steps hash, in one round trip.
+  // New names, not a new version: the -1 scripts, and so what other runs send, are unchanged.
+  claimResumable: 'claim-2',
+  completeResumable: 'complete-2',
+  step: 'step-2',
+  inspectSteps: 'inspect-2',
+  deleteSteps: 'delete-2',
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
@@ -40,11 +47,21 @@ export type IdempotencyCommands = Record<
 
 const sources = new Map<string, string>();
 
+/**
+ * A line `--- @include <script>` of a script: replaced by that script's text, as bullmq's loader
+ * does, so a -2 script runs its -1 script's logic from the one file that holds it (a -1 script
+ * itself is sent as it is).
+ */
+const INCLUDE = /^[ \t]*--- @include ([\w-]+)[ \t]*$/gm;
+
 function readScript(file: string): string {
   let lua = sources.get(file);
   if (lua === undefined) {
     luaDir ??= packageFolder('lua');
-    lua = readFileSync(join(luaDir, `${file}.lua`), 'utf8');
+    lua = readFileSync(join(luaDir, `${file}.lua`), 'utf8').replace(
+      INCLUDE,
+      (_, included: string) => readScript(included),
+    );
     sources.set(file, lua);
   }
   return lua;

@@ -21,3 +21,18 @@ export async function within<T>(promise: Promise<T>, ms: number): Promise<T | 't
     clearTimeout(timer);
   }
 }
+
+/**
+ * The database's error code (SQLSTATE or mysql2's code) of an error from a driver or from an ORM
+ * that wraps the driver's error: TypeORM (`driverError`), Drizzle and others (`cause`), Sequelize
+ * (`original`), Prisma's raw queries (`meta.code`). Undefined when none says.
+ */
+export function databaseErrorCode(error: unknown): string | undefined {
+  for (let e = error as Record<string, unknown> | undefined, depth = 0; e && depth < 4; depth++) {
+    if (typeof e.code === 'string' && !/^P\d{4}$/.test(e.code)) return e.code;
+    const meta = e.meta as { code?: unknown } | undefined;
+    if (typeof meta?.code === 'string') return meta.code;
+    e = (e.driverError ?? e.cause ?? e.original) as Record<string, unknown> | undefined;
+  }
+  return undefined;
+}

@@ -11,16 +11,20 @@ export function schemaProblem(what: {
   migration: string;
   /** The module option: 'postgres' or 'mysql'. */
   option: string;
+  /** What the table holds: the records (default), or the steps of resumable runs. */
+  holds?: 'records' | 'steps';
 }): string {
+  const steps = what.holds === 'steps';
   const dot = what.table.indexOf('.');
   const missing =
     !what.schemaExists && dot > 0
       ? `the ${what.schemaWord} "${what.table.slice(0, dot)}" of the table "${what.table}" does not exist`
       : `the table "${what.table}" does not exist`;
   return (
-    `${what.database}: ${missing} (not an outage: the idempotency records have nowhere to go). ` +
+    `${what.database}: ${missing} (not an outage: the ` +
+    `${steps ? 'steps of resumable runs' : 'idempotency records'} have nowhere to go). ` +
     `Apply ${what.migration} from the nestjs-idempotency package with your migrations, or set ` +
-    `${what.option}: { ..., ensureSchema: true } to create it at boot. Idempotent requests ` +
-    'answer 503 until it exists.'
+    `${what.option}: { ..., ensureSchema: true } to create it at boot. ` +
+    `${steps ? 'Resumable requests' : 'Idempotent requests'} answer 503 until it exists.`
   );
 }

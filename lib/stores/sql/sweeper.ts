@@ -2,9 +2,10 @@ import { Logger } from '@nestjs/common';
 import { describeError } from './errors';
 
 /**
- * Deletes a SQL store's expired records on an interval, in batches: each batch one statement (its
- * own short transaction), repeated until one comes back short, so no sweep holds many row locks
- * or a long transaction. Never two sweeps of one store at once.
+ * Deletes a SQL store's expired rows on an interval, table by table (the records', then the
+ * steps'), in batches: each batch one statement (its own short transaction), repeated until one
+ * comes back short, so no sweep holds many row locks or a long transaction. Never two sweeps of
+ * one store at once.
  */
 export class Sweeper {
   private timer?: NodeJS.Timeout;
@@ -12,8 +13,8 @@ export class Sweeper {
   private stopped = false;
 
   constructor(
-    /** Deletes at most `batch` expired records; resolves how many it deleted. */
-    private readonly deleteBatch: (batch: number) => Promise<number>,
+    /** Per table: deletes at most `batch` expired rows; resolves how many it deleted. */
+    private readonly deleteBatches: ((batch: number) => Promise<number>)[],
     /** Rows per batch. */
     private readonly batchSize: number,
     private readonly logger: Logger,
@@ -29,17 +30,23 @@ export class Sweeper {
     this.timer.unref();
   }
 
-  /** Deletes expired rows until a batch comes back short. @returns the rows deleted. */
+  /**
+   * Deletes each table's expired rows until a batch comes back short. @returns the rows deleted.
+   */
   async sweep(): Promise<number> {
     if (this.running || this.stopped) return 0;
     this.running = true;
     let deleted = 0;
     try {
-      for (;;) {
-        const count = await this.deleteBatch(this.batchSize);
-        deleted += count;
-        if (count < this.batchSize || this.stopped) return deleted;
+      for (const deleteBatch of this.deleteBatches) {
+        for (;;) {
+          const count = await deleteBatch(this.batchSize);
+          deleted += count;
+          if (this.stopped) return deleted;
+          if (count < this.batchSize) break;
+        }
       }
+      return deleted;
     } catch (error) {
       if (!this.stopped)
         this.logger.error(`Deleting expired records failed: ${describeError(error)}`);

@@ -48,8 +48,10 @@ export async function queryInTransaction(
   sql: string,
   values: unknown[],
   placeholders: Placeholders,
+  /** The store method, for messages. */
+  operation = 'completeInTransaction',
 ): Promise<unknown> {
-  const handle = checkedHandle(tx);
+  const handle = checkedHandle(tx, operation);
   switch (handle?.kind) {
     case 'kysely': {
       const { CompiledQuery } = loadPeer<{
@@ -80,9 +82,7 @@ export async function queryInTransaction(
     case 'query':
       return handle.tx.query(sql, values);
     default:
-      throw new TypeError(
-        `completeInTransaction: tx must be ${KNOWN_HANDLES}, got ${describeValue(tx)}`,
-      );
+      throw new TypeError(`${operation}: tx must be ${KNOWN_HANDLES}, got ${describeValue(tx)}`);
   }
 }
 
@@ -155,7 +155,7 @@ interface QueryHandle {
  * transaction, a node-postgres client that reports it is idle. (A Knex instance or a Prisma
  * client outside a transaction cannot be told from a transaction.)
  */
-function checkedHandle(tx: unknown): Handle | undefined {
+function checkedHandle(tx: unknown, operation = 'completeInTransaction'): Handle | undefined {
   const handle = tx as Partial<KyselyTransaction & DrizzleDatabase> &
     Record<string, unknown> &
     QueryHandle;
@@ -165,7 +165,7 @@ function checkedHandle(tx: unknown): Handle | undefined {
     typeof handle.selectFrom === 'function' &&
     typeof handle.isTransaction === 'boolean'
   ) {
-    if (!handle.isTransaction) throw notInTransaction('a Kysely instance');
+    if (!handle.isTransaction) throw notInTransaction('a Kysely instance', operation);
     return { kind: 'kysely', tx: tx as KyselyTransaction };
   }
   if (
@@ -173,7 +173,9 @@ function checkedHandle(tx: unknown): Handle | undefined {
     typeof handle.select === 'function' &&
     typeof handle.transaction === 'function'
   ) {
-    if (typeof handle.rollback !== 'function') throw notInTransaction('a Drizzle database');
+    if (typeof handle.rollback !== 'function') {
+      throw notInTransaction('a Drizzle database', operation);
+    }
     return { kind: 'drizzle', tx: tx as DrizzleDatabase };
   }
   if (typeof handle.$queryRawUnsafe === 'function') {
@@ -192,8 +194,8 @@ function checkedHandle(tx: unknown): Handle | undefined {
     (typeof handle.getTransactionStatus === 'function' && handle.getTransactionStatus() === 'I');
   if (idle) {
     throw new TypeError(
-      'completeInTransaction: tx is not inside a transaction (a pool, a manager without a ' +
-        'transaction, or an idle client): the completion would commit on its own',
+      `${operation}: tx is not inside a transaction (a pool, a manager without a ` +
+        `transaction, or an idle client): the ${written(operation)} would commit on its own`,
     );
   }
   return { kind: 'query', tx: tx as Extract<Handle, { kind: 'query' }>['tx'] };
@@ -223,11 +225,16 @@ function drizzleSql(sql: string, values: unknown[], placeholders: Placeholders):
   return drizzle.sql(Object.assign(strings, { raw: strings }), ...params);
 }
 
-function notInTransaction(what: string): TypeError {
+function notInTransaction(what: string, operation: string): TypeError {
   return new TypeError(
-    `completeInTransaction: tx is ${what}, not a transaction: the completion would commit on ` +
+    `${operation}: tx is ${what}, not a transaction: the ${written(operation)} would commit on ` +
       'its own',
   );
+}
+
+/** What `operation` writes, for messages: the completion, or the step. */
+function written(operation: string): string {
+  return operation === 'recordStepInTransaction' ? 'step' : 'completion';
 }
 
 function unexpected(result: unknown): TypeError {

@@ -1,0 +1,64 @@
+/** What the PostgreSQL store's claim and inspect statements return, as the contract's results. */
+import type { ClaimResult, RecordedStep, RecordInspection } from '../idempotency.store';
+import { claimedSteps, type StepRow } from './postgres-steps';
+
+/** The row of `claim` (and the rows of `claimResumable`, which add the steps'). */
+export interface ClaimRow {
+  claimed: boolean;
+  marked: boolean;
+  state: 'p' | 'c' | null;
+  waiting: boolean | null;
+  left_ms: number | null;
+  mismatch: boolean | null;
+  meta: string | null;
+  body: Buffer | null;
+  /** Resumable claims only: the key is free, but its steps belong to another payload. */
+  foreign_steps?: boolean;
+}
+
+/** The row of `inspect`, for a live record. */
+export interface InspectRow {
+  state: 'p' | 'c';
+  meta: string | null;
+  bytes: number | null;
+  left_ms: number;
+  age_ms: number | null;
+}
+
+/**
+ * The claim's result, or undefined when the statement lost a race and must run again: in READ
+ * COMMITTED its snapshot may miss a record a concurrent claim committed after it began (the
+ * INSERT conflicts with it and waits for it, but the SELECT cannot see it), or a waiter's record
+ * completed or was released under its snapshot (the mark found no pending row to mark).
+ */
+export function claimOutcome(rows: ClaimRow[], waiting: boolean): ClaimResult | undefined {
+  const row = rows.length === 1 ? rows[0] : rows.find((one) => one.claimed !== null)!;
+  if (row.claimed) {
+    const steps = rows.length > 1 ? claimedSteps(rows as unknown as StepRow[]) : undefined;
+    return steps ? { status: 'claimed', steps } : { status: 'claimed' };
+  }
+  if (row.mismatch || (row.foreign_steps && row.state === null)) return { status: 'key_reused' };
+  if (row.state === 'c') {
+    const response = { meta: row.meta ?? '', body: row.body ?? Buffer.alloc(0) };
+    return { status: 'completed', response };
+  }
+  const raced = row.state === null || (waiting && !row.waiting && !row.marked);
+  if (raced) return undefined;
+  return { status: 'in_progress', retryAfterMs: Math.max(Math.floor(row.left_ms!), 0) };
+}
+
+/** What inspect reports of `row` (undefined: no live record) and the key's steps. */
+export function inspection(row: InspectRow | undefined, steps: RecordedStep[]): RecordInspection {
+  const named = <T extends RecordInspection>(result: T): T =>
+    steps.length > 0 ? { ...result, steps } : result;
+  if (!row) return named({ state: 'absent' });
+  const ttlMsLeft = Math.max(Math.floor(row.left_ms), 0);
+  if (row.state === 'p') return named({ state: 'pending', leaseMsLeft: ttlMsLeft });
+  return {
+    state: 'completed',
+    meta: row.meta ?? '',
+    bytes: row.bytes ?? 0,
+    ageMs: Math.max(Math.floor(row.age_ms ?? 0), 0),
+    ttlMsLeft,
+  };
+}
