@@ -198,7 +198,6 @@ export const PAGES: Record<string, PageCompletions> = {
     blocks: [
       { match: '@Idempotent({ storeErrors: [402, CardDeclinedError] })', wrap: 'members' },
       { match: 'fingerprint: (ctx) =>', wrap: 'members', inside: HANDLER },
-      { match: "@Idempotent({ keySpace: 'payments' })", wrap: 'members' },
       { match: 'constructor(private readonly records: IdempotencyRecords)', wrap: 'members' },
     ],
   },
@@ -224,7 +223,6 @@ export const PAGES: Record<string, PageCompletions> = {
   'docs/options.md': {
     blocks: [
       { match: 'fingerprint: (ctx) => {', wrap: 'members' },
-      { match: "@Idempotent({ keySpace: 'payments' })", wrap: 'members' },
       { match: '@Idempotent({ scope: (ctx)', wrap: 'members', inside: HANDLER },
       { match: '@Idempotent({ storeErrors: [402, CardDeclinedError] })', wrap: 'members' },
       { match: '@Idempotent({ transactional: true })', wrap: 'members' },
