@@ -226,6 +226,7 @@ export const PAGES: Record<string, PageCompletions> = {
       { match: '@Idempotent({ scope: (ctx)', wrap: 'members', inside: HANDLER },
       { match: '@Idempotent({ storeErrors: [402, CardDeclinedError] })', wrap: 'members' },
       { match: '@Idempotent({ transactional: true })', wrap: 'members' },
+      { match: "@Idempotent({ keySpace: 'payments' })", wrap: 'members' },
     ],
   },
   'docs/wait-mode.md': {
