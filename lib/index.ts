@@ -20,8 +20,8 @@ export type { IdempotencyContextAdapter, IdempotencyOutcome } from './adapters/c
 export type { ResponseSnapshot } from './utils/response-codec';
 export { IdempotencyScopeError, PRINCIPAL_ID_FIELDS, requestPrincipal } from './utils/principal';
 export { IdempotencySerializerError } from './interceptors/serializers';
-export { rmqManualAck } from './microservices/rmq-manual-ack';
-export { kafkaMessageKey } from './microservices/kafka-message-key';
+export { rmqManualAck } from './consumers/rmq-manual-ack';
+export { kafkaMessageKey } from './consumers/kafka-message-key';
 // SQS consumers (sqs-consumer, @ssut/nestjs-sqs): structural types, nothing loaded at runtime.
 export * from './consumers/sqs';
 export { DIAGNOSTICS_CHANNEL_PREFIX } from './core/outcome-events';
