@@ -92,8 +92,15 @@ export function validateOptions<T extends IdempotencyOptions>(
   if (fingerprint !== undefined && !['boolean', 'function'].includes(typeof fingerprint)) {
     fail(`fingerprint must be a boolean or a function, got ${typeof fingerprint}`);
   }
-  if (keySpace !== undefined && (typeof keySpace !== 'string' || keySpace === '')) {
-    fail(`keySpace must be a non-empty string, got ${JSON.stringify(keySpace) ?? typeof keySpace}`);
+  // No control character: a record's scope is the key space, then its owner, joined by NUL
+  // (core/record-key.ts), so a NUL in it would make two key spaces' records meet.
+  if (
+    keySpace !== undefined &&
+    (typeof keySpace !== 'string' || !/^[^\x00-\x1f\x7f]+$/.test(keySpace))
+  ) {
+    fail(
+      `keySpace must be a non-empty string without control characters, got ${JSON.stringify(keySpace) ?? typeof keySpace}`,
+    );
   }
   if (
     statusHeader !== undefined &&

@@ -7,6 +7,7 @@ describe('route options of issue 15 and 16, checked when the decorator is evalua
   it.each([
     [{ keySpace: '' }, /keySpace must be a non-empty string/],
     [{ keySpace: 7 as never }, /keySpace must be a non-empty string/],
+    [{ keySpace: 'payments\0t:acme' }, /keySpace must be a non-empty string without control/],
     [{ fingerprint: 'yes' as never }, /fingerprint must be a boolean or a function/],
     [{ statusHeader: 'bad header' }, /valid HTTP header name/],
     [{ statusHeader: 'Set-Cookie' }, /statusHeader cannot be Set-Cookie/],
