@@ -96,7 +96,7 @@ export function validateOptions<T extends IdempotencyOptions>(
   // (core/record-key.ts), so a NUL in it would make two key spaces' records meet.
   if (
     keySpace !== undefined &&
-    (typeof keySpace !== 'string' || !/^[^\x00-\x1f\x7f]+$/.test(keySpace))
+    (typeof keySpace !== 'string' || keySpace === '' || hasControlCharacter(keySpace))
   ) {
     fail(
       `keySpace must be a non-empty string without control characters, got ${JSON.stringify(keySpace) ?? typeof keySpace}`,
@@ -223,4 +223,13 @@ function validateCompression(
   if (level !== undefined && !(Number.isInteger(level) && level >= min && level <= max)) {
     fail(`compression.level for ${algorithm} must be ${min} to ${max}, got ${String(level)}`);
   }
+}
+
+/** Whether `text` holds a control character (U+0000 to U+001F, or DEL). */
+function hasControlCharacter(text: string): boolean {
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code < 0x20 || code === 0x7f) return true;
+  }
+  return false;
 }
