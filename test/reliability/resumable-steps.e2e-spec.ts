@@ -216,7 +216,6 @@ describe('resumable handlers across crashes: four steps, SIGKILLed mid-stream', 
     const runId = randomUUID().slice(0, 8);
     const keys = Array.from({ length: RUN.orders }, (_, i) => `order-${runId}-${i}`);
     const outcomes = new Map<string, { order: number; charge: number }>();
-    const answered = new Set<string>(); // `${pid} ${key}` an app answered with a 2xx
     const inFlight = new Map<number, number>(); // app pid -> requests in flight
     const kills: { victim: AppProcess; inFlight: number }[] = [];
     const all: AppProcess[] = [];
@@ -266,7 +265,6 @@ describe('resumable handlers across crashes: four steps, SIGKILLed mid-stream', 
           .finally(() => inFlight.set(app.pid, inFlight.get(app.pid)! - 1));
         if (response && response.status < 300) {
           outcomes.set(key, response.json() as { order: number; charge: number });
-          answered.add(`${app.pid} ${key}`);
           progressed();
           return;
         }
@@ -283,7 +281,7 @@ describe('resumable handlers across crashes: four steps, SIGKILLed mid-stream', 
     await killing;
     const seconds = (performance.now() - started) / 1_000;
     await (await current).stop('SIGKILL');
-    return { keys, outcomes, answered, kills, all, requests, seconds };
+    return { keys, outcomes, kills, all, requests, seconds };
   }
 
   /** One execution of a part, as the app's marks tell it. */
