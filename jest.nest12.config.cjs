@@ -31,7 +31,7 @@ module.exports = {
   // cannot. They run on NestJS 11 here; test/packaging/nest12-transactional.e2e-spec.ts runs the
   // transactional path on NestJS 12 in a process of its own, outside Jest's VM.
   testPathIgnorePatterns: [
-    '/test/e2e/transactional(-failures)?\\.e2e-spec\\.ts$',
+    '/test/e2e/(resumable-)?transactional(-failures)?\\.e2e-spec\\.ts$',
     // @ssut/nestjs-sqs (sqs-consumer) has no NestJS 12 release (its peer range ends at 11), so
     // the SQS consumers run on NestJS 11 only; @IdempotentSqsMessage() itself needs no Nest
     // package beyond @nestjs/common's Inject.

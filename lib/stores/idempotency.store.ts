@@ -162,9 +162,12 @@ export abstract class IdempotencyStore {
 
   /**
    * Deletes a record whatever its state and owner (operators purging a stored response or freeing
-   * a stuck key), and notifies the key's watchers, so a waiting duplicate claims it. A handler
-   * still running under a deleted claim is fenced: its completion is refused.
-   * @returns whether there was a live record. Stores that cannot delete throw.
+   * a stuck key), and the steps `resumable` runs recorded under the key, and notifies the key's
+   * watchers, so a waiting duplicate claims it. A handler still running under a deleted claim is
+   * fenced: its completion is refused.
+   * @returns whether there was a live record or live steps: true also when only steps were
+   * deleted (a released, failed or crashed resumable run's, whose record is gone). Stores that
+   * cannot delete throw.
    */
   async delete(_key: string): Promise<boolean> {
     throw new Error(`${this.constructor.name} does not support delete()`);
