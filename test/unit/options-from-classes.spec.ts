@@ -65,4 +65,13 @@ describe('options held by getters of a config class', () => {
     );
     expect(['kept', 'refused at boot']).toContain(fate(result));
   });
+
+  it('a factory returning a Map of options: refused, never booted on the defaults', async () => {
+    const result = await resolved(
+      IdempotencyModule.forRootAsync({
+        useFactory: () => new Map<string, unknown>([['ttl', 60_000]]) as object,
+      }),
+    );
+    expect(['kept', 'refused at boot']).toContain(fate(result));
+  });
 });
