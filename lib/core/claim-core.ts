@@ -239,6 +239,9 @@ export class ClaimCore {
         // in it.
         return await enterClaim(claim.key, claim.options, () => work.run(), claim.steps);
       } finally {
+        // Steps the handler left running (started beside one that failed) settle, and record
+        // what they did, before the run's outcome is stored or its claim given up.
+        await claim.steps?.idle();
         ran();
       }
     };

@@ -139,6 +139,8 @@ export class ClaimSteps {
   private readonly recorded = new Map<number, StoredStep>();
   /** The index of the next step() call. */
   private next = 0;
+  /** The steps in flight, each settled (never rejecting) once its step has. */
+  private readonly running = new Set<Promise<void>>();
   /** The run recorded a step, or resumed from some: its completion deletes the key's steps. */
   touched: boolean;
   /** Set once a step was refused: later steps are refused at once, and the run answers it. */
@@ -155,8 +157,36 @@ export class ClaimSteps {
     this.touched = this.recorded.size > 0;
   }
 
-  /** One step() call, in the run's context `context` (see {@link runStep}). */
-  async run<T>(
+  /**
+   * One step() call, in the run's context `context` (see {@link runStep}). Tracked until it
+   * settles (see {@link idle}).
+   */
+  run<T>(
+    context: ClaimContext,
+    name: string,
+    fn: () => T | Promise<T>,
+    options: IdempotencyStepOptions,
+  ): Promise<Awaited<T>> {
+    const step = this.runOnce(context, name, fn, options);
+    const settled = step.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.running.add(settled);
+    void settled.then(() => this.running.delete(settled));
+    return step;
+  }
+
+  /**
+   * Resolves once no step of the run is in flight. The run waits for it before its outcome is
+   * recorded or its claim released: a step started beside one that failed (`Promise.all`) still
+   * runs, and its effect must be recorded, and never run by a retry alongside it.
+   */
+  async idle(): Promise<void> {
+    while (this.running.size > 0) await Promise.all(this.running);
+  }
+
+  private async runOnce<T>(
     context: ClaimContext,
     name: string,
     fn: () => T | Promise<T>,

@@ -1,5 +1,5 @@
 import type { ClaimSteps } from '../core/steps';
-import { type DerivationSettings, inClaimContext } from './claim-context';
+import { currentClaim, type DerivationSettings, inClaimContext } from './claim-context';
 import { propagateOutboundCalls } from './install';
 
 /**
@@ -30,9 +30,11 @@ export function enterClaim<T>(
   fn: () => T,
   steps?: ClaimSteps,
 ): T {
-  if (settings.keyDerivationSecret === undefined && settings.propagateKeys !== true && !steps) {
-    return fn();
-  }
+  const readable =
+    settings.keyDerivationSecret !== undefined || settings.propagateKeys === true || steps;
+  // Inside another claimed run (a run() nested in a handler), a context of its own all the same:
+  // the outer run's steps and keys are not this run's.
+  if (!readable && currentClaim() === undefined) return fn();
   if (settings.propagateKeys === true) propagateOutboundCalls(); // once; normally done at boot
   return inClaimContext(recordKey, settings, fn, steps);
 }
