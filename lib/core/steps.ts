@@ -98,8 +98,11 @@ export async function runStep<T>(
 ): Promise<Awaited<T>> {
   const shown = typeof name === 'string' ? JSON.stringify(name) : typeof name;
   const where = `IdempotencyService.step(${shown})`;
-  if (typeof name !== 'string' || name === '' || name.length > MAX_STEP_NAME) {
-    throw new TypeError(`${where}: the name must be a string of 1 to ${MAX_STEP_NAME} characters`);
+  if (!storableName(name)) {
+    throw new TypeError(
+      `${where}: the name must be a string of 1 to ${MAX_STEP_NAME} characters, well-formed ` +
+        'Unicode without NUL (every store must keep it as it is, or a retry could not find it)',
+    );
   }
   if (typeof fn !== 'function') throw new TypeError(`${where}: fn must be a function`);
   const checked = checkStepOptions(options, where);
@@ -235,7 +238,14 @@ export class ClaimSteps {
         `${claim.handler}: recording step ${index} (${name}) of ${claim.key} failed ` +
           `(${describe(error)}); the request fails (503) and a retry runs the step again`,
       );
-      throw this.refuse(new IdempotencyStoreUnavailableError(retryAfterMs, { cause: error }), true);
+      const message =
+        'The idempotency store is unavailable: a step of this request ran and could not be ' +
+        'recorded; a retry resumes before it.';
+      const unavailable = new IdempotencyStoreUnavailableError(retryAfterMs, {
+        cause: error,
+        message,
+      });
+      throw this.refuse(unavailable, true);
     }
     if (!owned) {
       // Another run took the key over (this one stalled past its lease): it resumes from the
@@ -319,4 +329,18 @@ export class ClaimSteps {
     this.refusal ??= { error, release };
     return this.refusal.error;
   }
+}
+
+/**
+ * Whether every store keeps `name` as it is: PostgreSQL's text holds no NUL, and UTF-8 (every
+ * store's) turns a lone surrogate into U+FFFD, so a retry would meet another name.
+ */
+function storableName(name: unknown): name is string {
+  return (
+    typeof name === 'string' &&
+    name !== '' &&
+    name.length <= MAX_STEP_NAME &&
+    !name.includes('\0') &&
+    (name as string & { isWellFormed(): boolean }).isWellFormed()
+  );
 }

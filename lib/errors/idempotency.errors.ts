@@ -60,14 +60,20 @@ export class IdempotencyKeyReusedError extends IdempotencyError {
   }
 }
 
-/** The store could not be reached in time; nothing ran (fail closed). */
+/**
+ * The store could not be reached in time: nothing ran (fail closed), or, for a step of a
+ * resumable handler, the step ran and could not be recorded (`message` says so).
+ */
 export class IdempotencyStoreUnavailableError extends IdempotencyError {
   readonly code = IdempotencyErrorCode.StoreUnavailable;
   constructor(
     override readonly retryAfterMs: number,
-    options?: { cause?: unknown },
+    options?: { cause?: unknown; message?: string },
   ) {
-    super('The idempotency store is unavailable; the request was not processed.', options);
+    super(
+      options?.message ?? 'The idempotency store is unavailable; the request was not processed.',
+      options,
+    );
   }
 }
 
