@@ -8,12 +8,10 @@ import { sqsClient, SqsEmulator } from '../support/sqs';
 
 /**
  * `idempotentSqsHandler()` for apps that create their sqs-consumer consumers themselves, against
- * the SQS emulator (test/support/sqs.ts). Its `scope` defaults to `'sqs'`, the same for every
- * handler of the app, where `@IdempotentSqsMessage()`'s defaults to the handler's own
- * `Class.method`. Two queues keyed by their business id (`key: 'id'`, ids that are per table
- * sequences) then share records: a refund with the id of a payment already handled is deleted
- * as a replay, and its work never runs. A message must never be deleted unless its own work
- * completed.
+ * the SQS emulator (test/support/sqs.ts). A default `scope`, the same for every handler of the
+ * app, would let two queues keyed by their business id (`key: 'id'`, ids that are per table
+ * sequences) share records: a refund with the id of a payment already handled would be deleted
+ * as a replay, and its work never run. So `scope` is required, and each handler's is its own.
  */
 let sqs: SqsEmulator;
 let app: INestApplicationContext;
@@ -71,6 +69,7 @@ describe('idempotentSqsHandler() on two queues of one app, each keyed by its own
       payments,
       idempotentSqsHandler(idempotency, async (m: Message) => void charged.push(id(m)), {
         key: 'id',
+        scope: 'payments',
       }),
       deleted,
     );
@@ -78,6 +77,7 @@ describe('idempotentSqsHandler() on two queues of one app, each keyed by its own
       refunds,
       idempotentSqsHandler(idempotency, async (m: Message) => void refunded.push(id(m)), {
         key: 'id',
+        scope: 'refunds',
       }),
       deleted,
     );
@@ -87,5 +87,13 @@ describe('idempotentSqsHandler() on two queues of one app, each keyed by its own
     await until(() => deleted.includes(refund), 10_000);
     expect(charged).toEqual([7]);
     expect(refunded).toEqual([7]);
+  });
+
+  it('refuses a handler without its scope, naming it, before any message', () => {
+    const handle = async () => undefined;
+    const options = { key: 'id' } as unknown as { key: string; scope: string };
+    expect(() => idempotentSqsHandler(idempotency, handle, options)).toThrow(
+      /idempotentSqsHandler: options.scope is required/,
+    );
   });
 });

@@ -98,7 +98,7 @@ export class SqsMessageRunner<M extends SqsMessage> {
     if (fallback && !this.warnedFallback) {
       this.warnedFallback = true;
       this.logger.warn(
-        `${this.runOptions.scope ?? 'sqs'}: message ${message.MessageId} has no key where the ` +
+        `${this.runOptions.scope}: message ${message.MessageId} has no key where the ` +
           'option `key` says: keyed by its MessageId, which a producer retrying the send changes',
       );
     }
@@ -142,7 +142,7 @@ export class SqsMessageRunner<M extends SqsMessage> {
           } catch (error) {
             const held = lane.length - index - 1;
             this.logger.warn(
-              `${this.runOptions.scope ?? 'sqs'}: message ${message.MessageId} failed ` +
+              `${this.runOptions.scope}: message ${message.MessageId} failed ` +
                 `(${describe(error)}); left on the queue for a later delivery` +
                 (held > 0 ? `, with the ${held} after it in its message group` : ''),
             );
@@ -166,8 +166,10 @@ export class SqsMessageRunner<M extends SqsMessage> {
  * themselves. With `@ssut/nestjs-sqs`, use `@IdempotentSqsMessage()` on the handler method.
  *
  * @param handle the work for one message; its result is not kept
- * @param options the key's source and run()'s options; `scope` defaults to `'sqs'`
- * @throws TypeError at once for options run() would refuse
+ * @param options the key's source and run()'s options, with `scope` required: the queue's or
+ *   handler's name, so that two handlers (two queues keyed by ids of their own) never share
+ *   records (a refund with a payment's id would be deleted as its replay)
+ * @throws TypeError at once for options run() would refuse, or without `scope`
  *
  * @example
  * ```ts
@@ -184,11 +186,14 @@ export class SqsMessageRunner<M extends SqsMessage> {
 export function idempotentSqsHandler<M extends SqsMessage>(
   idempotency: IdempotencyService,
   handle: (message: M) => unknown,
-  options: IdempotentSqsOptions = {},
+  options: IdempotentSqsOptions & { scope: string },
 ): IdempotentSqsHandler<M> {
-  const runner = new SqsMessageRunner<M>(
-    { ...options, scope: options.scope ?? 'sqs' },
-    'idempotentSqsHandler',
-  );
+  if (typeof options?.scope !== 'string' || options.scope === '') {
+    throw new TypeError(
+      "idempotentSqsHandler: options.scope is required (the queue's or the handler's name, e.g. " +
+        "'payments'): two handlers with the same scope share their records",
+    );
+  }
+  const runner = new SqsMessageRunner<M>(options, 'idempotentSqsHandler');
   return ((input: M | M[]) => runner.handle(idempotency, input, handle)) as IdempotentSqsHandler<M>;
 }
