@@ -26,6 +26,7 @@ import { storeBootWarnings, storeName, storeReady } from './stores/store-hooks';
 import {
   checkForRootAsyncOptions,
   checkForRootOptions,
+  plainOptions,
   resolveModuleOptions,
   type ResolvedModuleOptions,
 } from './options';
@@ -72,7 +73,7 @@ export class IdempotencyModule
    */
   static override forRoot(options: IdempotencyModuleRootOptions = {}): DynamicModule {
     checkForRootOptions(options);
-    return super.forRoot(options);
+    return super.forRoot(plainOptions(options));
   }
 
   /**

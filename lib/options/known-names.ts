@@ -1,6 +1,10 @@
 import type { ConfigurableModuleAsyncOptions } from '@nestjs/common';
-import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type {
+  IdempotencyCompressionOptions,
+  IdempotencyOptions,
+} from '../interfaces/idempotency-options.interface';
+import type {
+  IdempotencyEncryptionOptions,
   IdempotencyLocalReplayCacheOptions,
   IdempotencyModuleExtras,
   IdempotencyModuleOptions,
@@ -201,6 +205,35 @@ export const LOCAL_REPLAY_CACHE_OPTION_NAMES: OptionNames = {
   }),
   elsewhere: {},
 };
+
+/** The names of the options that take an object of their own, by option. */
+export const NESTED_OPTION_NAMES = {
+  transactional: namesOf<Exclude<IdempotencyOptions['transactional'], boolean | undefined>>({
+    connectionName: true,
+  }),
+  compression: namesOf<IdempotencyCompressionOptions>({
+    algorithm: true,
+    threshold: true,
+    level: true,
+  }),
+  problemDetails: namesOf<Exclude<IdempotencyOptions['problemDetails'], boolean | undefined>>({
+    typeBaseUri: true,
+  }),
+  encryption: namesOf<IdempotencyEncryptionOptions>({ keys: true }),
+} as const;
+
+/**
+ * Why an option's object (`name`: `transactional`, `compression`...) holds a name it does not
+ * take, or undefined: `transactional: unknown option \`connection\` (did you mean ...)`.
+ */
+export function nestedNamesProblem(
+  name: keyof typeof NESTED_OPTION_NAMES,
+  value: unknown,
+): string | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const problem = unknownOptionProblem(value, NESTED_OPTION_NAMES[name]);
+  return problem && `${name}: ${problem}`;
+}
 
 /** `IdempotencyService.step(name, fn, {...})`: the rest is the route's or run()'s. */
 export const STEP_OPTION_NAMES: OptionNames = {

@@ -10,6 +10,7 @@ import {
   assertKnownNames,
   FACTORY_OPTION_NAMES,
   LOCAL_REPLAY_CACHE_OPTION_NAMES,
+  type OptionNames,
   ROOT_OPTION_NAMES,
 } from './known-names';
 import { validateOptions } from './route-options';
@@ -51,17 +52,43 @@ function validateModuleOptions(options: IdempotencyModuleOptions): void {
  * module, and a string (a Redis URL returned by mistake) silently gave the in-memory store.
  */
 export function assertOptionsObject(options: unknown, where: 'forRoot' | 'forRootAsync'): void {
-  if (typeof options === 'object' && options !== null && !Array.isArray(options)) return;
+  const collection = options instanceof Map || options instanceof Set;
+  if (typeof options === 'object' && options !== null && !Array.isArray(options) && !collection) {
+    return;
+  }
   const got = Array.isArray(options)
     ? 'an array'
-    : typeof options === 'string'
-      ? JSON.stringify(options)
-      : String(options);
+    : collection
+      ? `a ${options.constructor.name} (its entries are not options)`
+      : typeof options === 'string'
+        ? JSON.stringify(options)
+        : String(options);
   const what = where === 'forRoot' ? 'was given' : 'factory returned';
   throw new TypeError(
     `IdempotencyModule.${where}: the options ${what} ${got}; it must return an options object, ` +
       `e.g. { redis: 'redis://...' } ({} for the defaults)`,
   );
+}
+
+/**
+ * The options held by `given` as a plain object: as it is when it is one; else (a config class
+ * whose getters read the environment, an object built on a prototype of defaults) every known
+ * name it answers to, read through getters and prototypes, and its own other names, which the
+ * name check then refuses. A spread or `Object.keys` would drop what a prototype holds, and the
+ * module would boot on its defaults (plaintext where `encryption` was asked for).
+ */
+export function plainOptions<T extends object>(
+  given: T,
+  names: OptionNames = ROOT_OPTION_NAMES,
+): T {
+  const prototype: unknown = Object.getPrototypeOf(given);
+  if (prototype === Object.prototype || prototype === null) return given;
+  const plain: Record<string, unknown> = {};
+  for (const name of names.known) {
+    if (name in given) plain[name] = (given as Record<string, unknown>)[name];
+  }
+  for (const [name, value] of Object.entries(given)) plain[name] ??= value;
+  return plain as T;
 }
 
 /**
@@ -74,7 +101,7 @@ export function assertOptionsObject(options: unknown, where: 'forRoot' | 'forRoo
  */
 export function checkForRootOptions(options: unknown): void {
   assertOptionsObject(options, 'forRoot');
-  assertKnownNames(options as object, ROOT_OPTION_NAMES, 'IdempotencyModule');
+  assertKnownNames(plainOptions(options as object), ROOT_OPTION_NAMES, 'IdempotencyModule');
 }
 
 /**
@@ -157,8 +184,9 @@ function resolveLocalReplayCache(given: unknown): false | LocalReplayCacheSettin
 export function resolveModuleOptions(given: IdempotencyModuleOptions): ResolvedModuleOptions {
   // forRoot() checks its argument itself: what reaches here unchecked came from a factory.
   assertOptionsObject(given, 'forRootAsync');
-  assertKnownNames(given, FACTORY_OPTION_NAMES, 'IdempotencyModule');
-  const options = validateOptions(given, 'IdempotencyModule');
+  const plain = plainOptions(given, FACTORY_OPTION_NAMES);
+  assertKnownNames(plain, FACTORY_OPTION_NAMES, 'IdempotencyModule');
+  const options = validateOptions(plain, 'IdempotencyModule');
   validateModuleOptions(options);
   const eventDefaults = Object.fromEntries(
     Object.entries(EVENT_DEFAULTS).filter(

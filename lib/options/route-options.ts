@@ -6,7 +6,7 @@ import {
 import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { DURATION_OPTIONS, type WithDurations } from './defaults';
 import { parseDuration } from './duration';
-import { assertKnownNames, ROUTE_OPTION_NAMES } from './known-names';
+import { assertKnownNames, nestedNamesProblem, ROUTE_OPTION_NAMES } from './known-names';
 
 const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
 const LEVELS: Record<string, [number, number]> = { brotli: [0, 11], gzip: [1, 9], deflate: [1, 9] };
@@ -129,6 +129,12 @@ export function validateOptions<T extends IdempotencyOptions>(
     )
   ) {
     fail('transactional must be a boolean or { connectionName?: string }');
+  }
+  // A slip inside an option's object is as silent as one at the top would be: a misspelt
+  // connectionName writes the record through the default connection.
+  for (const name of ['transactional', 'compression', 'problemDetails'] as const) {
+    const problem = nestedNamesProblem(name, options[name]);
+    if (problem) fail(problem);
   }
   if (storeErrors !== undefined) {
     if (!Array.isArray(storeErrors)) fail('storeErrors must be an array');

@@ -1,3 +1,4 @@
+import { nestedNamesProblem } from './known-names';
 import { obviousWeakness } from './secret-strength';
 
 /** Bytes of an AES-256 key: a Buffer in `encryption.keys` is used as the key itself. */
@@ -19,6 +20,10 @@ const GENERATE = 'generate one with `openssl rand -base64 32` (or crypto.randomB
  */
 export function checkEncryptionOption(encryption: unknown): string | undefined {
   const keys = (encryption as { keys?: unknown } | null)?.keys;
+  const misnamed = nestedNamesProblem('encryption', encryption);
+  if (misnamed) {
+    return `${misnamed}; rotate keys by prepending the new one: { keys: [current, ...previous] }`;
+  }
   if (typeof encryption !== 'object' || encryption === null || !Array.isArray(keys)) {
     return 'encryption must be { keys: [currentKey, ...previousKeys] }';
   }
