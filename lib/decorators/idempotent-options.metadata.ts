@@ -13,5 +13,5 @@ export const IdempotentOptions = Reflector.createDecorator<
 >({
   // `@Idempotent(false)` is `@Idempotent({ enabled: false })`.
   transform: (options) =>
-    resolveRouteOptions(options === false ? { enabled: false } : { ...options }, '@Idempotent()'),
+    resolveRouteOptions(options === false ? { enabled: false } : (options ?? {}), '@Idempotent()'),
 });

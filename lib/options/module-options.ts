@@ -10,7 +10,7 @@ import {
   assertKnownNames,
   FACTORY_OPTION_NAMES,
   LOCAL_REPLAY_CACHE_OPTION_NAMES,
-  type OptionNames,
+  plainOptions,
   ROOT_OPTION_NAMES,
 } from './known-names';
 import { validateOptions } from './route-options';
@@ -68,27 +68,6 @@ export function assertOptionsObject(options: unknown, where: 'forRoot' | 'forRoo
     `IdempotencyModule.${where}: the options ${what} ${got}; it must return an options object, ` +
       `e.g. { redis: 'redis://...' } ({} for the defaults)`,
   );
-}
-
-/**
- * The options held by `given` as a plain object: as it is when it is one; else (a config class
- * whose getters read the environment, an object built on a prototype of defaults) every known
- * name it answers to, read through getters and prototypes, and its own other names, which the
- * name check then refuses. A spread or `Object.keys` would drop what a prototype holds, and the
- * module would boot on its defaults (plaintext where `encryption` was asked for).
- */
-export function plainOptions<T extends object>(
-  given: T,
-  names: OptionNames = ROOT_OPTION_NAMES,
-): T {
-  const prototype: unknown = Object.getPrototypeOf(given);
-  if (prototype === Object.prototype || prototype === null) return given;
-  const plain: Record<string, unknown> = {};
-  for (const name of names.known) {
-    if (name in given) plain[name] = (given as Record<string, unknown>)[name];
-  }
-  for (const [name, value] of Object.entries(given)) plain[name] ??= value;
-  return plain as T;
 }
 
 /**

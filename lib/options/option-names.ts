@@ -20,7 +20,14 @@ export function unknownOptionProblem(
     const place = Object.hasOwn(elsewhere, name) ? elsewhere[name] : undefined;
     if (place !== undefined) return `\`${name}\` is not taken here: set it in ${place}`;
     const nearest = nearestName(name, [...known, ...Object.keys(elsewhere)]);
-    const hint = nearest === undefined ? '' : ` (did you mean \`${nearest}\`?)`;
+    // A name that belongs at another level says where it goes, or the fixed name fails again.
+    const away = nearest !== undefined && Object.hasOwn(elsewhere, nearest);
+    const hint =
+      nearest === undefined
+        ? ''
+        : away
+          ? ` (did you mean \`${nearest}\`? it is not taken here: set it in ${elsewhere[nearest]})`
+          : ` (did you mean \`${nearest}\`?)`;
     return `unknown option \`${name}\`${hint}`;
   }
   return undefined;

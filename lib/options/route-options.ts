@@ -6,7 +6,12 @@ import {
 import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { DURATION_OPTIONS, type WithDurations } from './defaults';
 import { parseDuration } from './duration';
-import { assertKnownNames, nestedNamesProblem, ROUTE_OPTION_NAMES } from './known-names';
+import {
+  assertKnownNames,
+  nestedNamesProblem,
+  plainOptions,
+  ROUTE_OPTION_NAMES,
+} from './known-names';
 
 const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
 const LEVELS: Record<string, [number, number]> = { brotli: [0, 11], gzip: [1, 9], deflate: [1, 9] };
@@ -48,8 +53,9 @@ export function resolveRouteOptions(
   given: IdempotencyOptions,
   where: string,
 ): WithDurations<IdempotencyOptions> {
-  assertKnownNames(given, ROUTE_OPTION_NAMES, where);
-  return validateOptions(given, where);
+  const plain = plainOptions(given, ROUTE_OPTION_NAMES);
+  assertKnownNames(plain, ROUTE_OPTION_NAMES, where);
+  return validateOptions(plain, where);
 }
 
 /**

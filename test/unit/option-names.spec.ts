@@ -31,7 +31,7 @@ describe('option names', () => {
       '`redis` is not taken here: set it in IdempotencyModule.forRoot()',
     );
     expect(unknownOptionProblem({ rediss: 'redis://' }, known, elsewhere)).toBe(
-      'unknown option `rediss` (did you mean `redis`?)',
+      'unknown option `rediss` (did you mean `redis`? it is not taken here: set it in IdempotencyModule.forRoot())',
     );
   });
 
