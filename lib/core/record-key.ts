@@ -1,5 +1,25 @@
 import { randomBytes } from 'node:crypto';
+import { IdempotencyKeyInvalidError } from '../errors/idempotency.errors';
 import { digest } from '../utils/key';
+
+/** What every run() record's scope starts with: no HTTP route or message handler's can. */
+export const RUN_SPACE = 'run:';
+
+/**
+ * A `run()` key as text: a non-empty string of at most `maxLength` characters (any text: it is
+ * hashed with its scope), or an integer as its decimal form. Throws IdempotencyKeyInvalidError.
+ */
+export function runKeyText(key: unknown, maxLength: number): string {
+  if ((typeof key === 'number' && Number.isSafeInteger(key)) || typeof key === 'bigint') {
+    return String(key);
+  }
+  if (typeof key !== 'string' || key === '' || key.length > maxLength) {
+    throw new IdempotencyKeyInvalidError(
+      `The idempotency key must be a string of 1 to ${maxLength} characters or an integer.`,
+    );
+  }
+  return key;
+}
 
 /**
  * What a record is scoped to, beside the client's key: the route's identity (or its key space),

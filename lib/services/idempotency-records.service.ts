@@ -9,7 +9,7 @@ import { describe } from '../core/outcome-events';
 import { replayCacheOf } from '../core/replay-cache';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import { IdempotencyStore } from '../stores/idempotency.store';
-import { recordKey, recordScope } from '../core/record-key';
+import { recordKey, recordScope, RUN_SPACE, runKeyText } from '../core/record-key';
 import { parseIdempotencyKey } from '../utils/key';
 import type { ResolvedModuleOptions } from '../options';
 import { principalId, tenantId } from '../utils/principal';
@@ -147,8 +147,11 @@ export class IdempotencyRecords {
         throw new TypeError('route must name a route, e.g. "POST /payments"');
       }
       if (typeof keyPrefix !== 'string') throw new TypeError('keyPrefix must be a string');
-      // Any length: a route may accept longer keys than the module (its own maxKeyLength).
-      const key = parseIdempotencyKey(query.key, Number.MAX_SAFE_INTEGER);
+      // Any length: a route may accept longer keys than the module (its own maxKeyLength). A
+      // run() record's key is any text, as run() took it; a route's, as its header parses.
+      const key = route.startsWith(RUN_SPACE)
+        ? runKeyText(query.key, Number.MAX_SAFE_INTEGER)
+        : parseIdempotencyKey(query.key, Number.MAX_SAFE_INTEGER);
       const owner = tenantId(tenant, route);
       const principal = owner === undefined ? principalId(user, route) : undefined;
       return recordKey(keyPrefix, recordScope(route, owner, principal), key);

@@ -10,7 +10,7 @@ import { ModuleRef } from '@nestjs/core';
 import { captureError, captureValue, replayValue } from '../adapters/value-outcome';
 import { ClaimCore } from '../core/claim-core';
 import { describe } from '../core/outcome-events';
-import { ownerToken, recordKey } from '../core/record-key';
+import { ownerToken, recordKey, RUN_SPACE, runKeyText } from '../core/record-key';
 import type { Claim } from '../core/store-calls';
 import { runStep, stepStoreProblem } from '../core/steps';
 import { transactionalStoreProblem } from '../core/transactions';
@@ -27,8 +27,6 @@ import { IdempotencyStore } from '../stores/idempotency.store';
 import { errorStatus } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
 
-/** What every run() record's scope starts with: no HTTP route or message handler's can. */
-const RUN_SPACE = 'run:';
 /** The most a fingerprint value may hash, in characters of its canonical form (1 MiB). */
 const MAX_FINGERPRINT = 1024 * 1024;
 
@@ -162,7 +160,7 @@ export class IdempotencyService implements BeforeApplicationShutdown {
       (options.resumable && stepStoreProblem(this.store, options.transactional));
     if (problem) throw new TypeError(`IdempotencyService.run: ${problem}`);
     const space = RUN_SPACE + scope;
-    const text = keyText(key, options.maxKeyLength);
+    const text = runKeyText(key, options.maxKeyLength);
     return {
       key: recordKey(options.keyPrefix, space, text),
       token: ownerToken(),
@@ -188,17 +186,4 @@ export class IdempotencyService implements BeforeApplicationShutdown {
 /** A stored error of `fn` that is not of a listed class comes back as the HttpException it was. */
 function rebuildHttpException(stored: { r?: unknown }, status = 500): Error {
   return new HttpException(stored.r as string | Record<string, unknown>, status);
-}
-
-/** The key as text: a non-empty string of at most `maxLength` characters, or an integer. */
-function keyText(key: unknown, maxLength: number): string {
-  if ((typeof key === 'number' && Number.isSafeInteger(key)) || typeof key === 'bigint') {
-    return String(key);
-  }
-  if (typeof key !== 'string' || key === '' || key.length > maxLength) {
-    throw new IdempotencyKeyInvalidError(
-      `The idempotency key must be a string of 1 to ${maxLength} characters or an integer.`,
-    );
-  }
-  return key;
 }
