@@ -28,6 +28,9 @@ const RESOLVER_METHOD_KEYS = [
   RESOLVER_REFERENCE_METADATA,
 ];
 
+/** Resolver types @Idempotent() acts on, or refuses on its own (a subscription, in route checks). */
+const MADE_IDEMPOTENT: unknown[] = ['Mutation', 'Subscription'];
+
 const USE_INSTEAD =
   'Use @IdempotentMethod({ key }) on the method or IdempotencyService.run() inside it (for an ' +
   '@SqsMessageHandler, @IdempotentSqsMessage()): see docs/consumers.md.';
@@ -53,7 +56,9 @@ export function refuseUninterceptedMethods(modules: ModulesContainer, reflector:
       if (typeof metatype !== 'function' || seen.has(metatype)) continue;
       seen.add(metatype);
       for (const [name, handler] of methods(scanner, metatype)) {
-        if (!marked(reflector, handler) || isHandler(handler)) continue;
+        if (!marked(reflector, handler) || isHandler(handler) || isInterceptedElsewhere(handler)) {
+          continue;
+        }
         problems.push(
           `@Idempotent() on ${metatype.name}.${name} does nothing: it is not a route, a message ` +
             'or event pattern, nor a gRPC method, so Nest never runs it through an interceptor.',
@@ -101,8 +106,17 @@ function providerProblems(
     );
   }
   for (const [name, handler] of handlers) {
-    if (!marked(reflector, handler) || isResolverMethod(handler)) continue;
-    problems.push(`@Idempotent() on ${metatype.name}.${name} does nothing: it ${where}.`);
+    if (!marked(reflector, handler)) continue;
+    if (!isResolverMethod(handler)) {
+      problems.push(`@Idempotent() on ${metatype.name}.${name} does nothing: it ${where}.`);
+    } else if (!MADE_IDEMPOTENT.includes(Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler))) {
+      // A query or field resolver: passed untouched (a subscription is refused on its own).
+      problems.push(
+        `@Idempotent() on ${metatype.name}.${name} does nothing: it is a GraphQL query or field ` +
+          'resolver, and @Idempotent() makes mutations idempotent (a read has no effect to run ' +
+          'once). Remove it, or put it on the mutation.',
+      );
+    }
   }
   return problems;
 }
