@@ -24,7 +24,7 @@ import { describe, OutcomeEvents } from './outcome-events';
 import { type Captured, type ErrorCapture, OutcomeRecorder } from './outcome-recorder';
 import { OutcomeWaiter } from './outcome-waiter';
 import { type ReplayCache, replayCacheOf } from './replay-cache';
-import { ClaimSteps, type StepTools } from './steps';
+import { ClaimSteps, type StepTools, StepNotRecordedError } from './steps';
 import { type Claim, StoreCalls } from './store-calls';
 import { Transactions } from './transactions';
 
@@ -302,9 +302,11 @@ export class ClaimCore {
         throw error;
       }
       // An error the route stores (`storeErrors`) is an outcome; any other frees the key. A
-      // step mismatch never is: it says the code changed, not what the request comes to.
-      const mismatch = error instanceof IdempotencyStepMismatchError;
-      if (mismatch || !(await this.recorder.error(claim, error, work))) {
+      // step mismatch or a step that cannot be recorded never is: they say the code must
+      // change, not what the request comes to.
+      const ofSteps =
+        error instanceof IdempotencyStepMismatchError || error instanceof StepNotRecordedError;
+      if (ofSteps || !(await this.recorder.error(claim, error, work))) {
         await this.calls.release(claim, error);
       }
       throw error;

@@ -29,6 +29,13 @@ import { describe, type OutcomeEvents } from './outcome-events';
 import type { Claim, StoreCalls } from './store-calls';
 import type { TransactionalOption, Transactions } from './transactions';
 
+/**
+ * A step whose result cannot be recorded (a stream, a function, over maxResponseBytes): the
+ * request fails, and a retry runs the step again. Never stored as the request's outcome
+ * (`storeErrors`): it says the handler's code must change, not what the request comes to.
+ */
+export class StepNotRecordedError extends Error {}
+
 /** Longest step name, in characters: names are stored with every step record. */
 export const MAX_STEP_NAME = 200;
 
@@ -266,7 +273,7 @@ export class ClaimSteps {
     const { options, handler } = this.claim;
     const unstorable = (reason: string) => {
       this.tools.events.emit(this.claim, 'not_replayable', this.claim.key);
-      return new Error(
+      return new StepNotRecordedError(
         `${handler}: step ${index} (${name}) ran, but its result cannot be recorded: ${reason}. ` +
           'What the step did stands (its writes roll back if it is transactional); the ' +
           'request fails, and a retry runs the step again',

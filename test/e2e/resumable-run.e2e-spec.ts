@@ -226,6 +226,16 @@ describe('IdempotencyService.run() with resumable: true', () => {
     expect(runs).toBe(2);
   });
 
+  it('never stores a step that cannot be recorded as the outcome, whatever storeErrors match', async () => {
+    const key = randomUUID();
+    let runs = 0;
+    const fn = () => service.step('stream', () => (++runs === 1 ? Readable.from(['x']) : 'text'));
+    const options = { resumable: true, storeErrors: [Error] };
+    await expect(service.run(key, fn, options)).rejects.toThrow(/cannot be recorded/);
+    await expect(service.run(key, fn, options)).resolves.toBe('text');
+    expect(runs).toBe(2);
+  });
+
   it('refuses step() outside a claim, in a run that is not resumable, inside a step, and with a bad name or option', async () => {
     await expect(service.step('lonely', () => 1)).rejects.toThrow(/this code runs in neither/);
     await expect(service.run(randomUUID(), () => service.step('x', () => 1))).rejects.toThrow(
