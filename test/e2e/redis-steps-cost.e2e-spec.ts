@@ -3,6 +3,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import { RedisIdempotencyStore } from '../../lib';
+import { packageFolder } from '../../lib/utils/load-optional';
 import { RedisProcess, startRedisServer } from '../support/redis-server';
 import { step } from '../support/step-cases';
 
@@ -14,7 +15,7 @@ import { step } from '../support/step-cases';
 
 /** Script name by the SHA-1 of its text, for every script file as it is sent. */
 const scripts = new Map<string, string>();
-const luaDir = join(__dirname, '../../lua');
+const luaDir = packageFolder('lua');
 for (const file of readdirSync(luaDir).filter((name) => name.endsWith('-1.lua'))) {
   const sha = createHash('sha1')
     .update(readFileSync(join(luaDir, file)))
