@@ -1,13 +1,15 @@
-// node bench/als.js: what the AsyncLocalStorage context every claimed handler runs in costs
-// (lib/propagation/derived-key.ts inClaimContext, through runClaimed in lib/core/claim-core.ts),
-// on each Node given. It runs the library as built (dist/) beside a copy whose inClaimContext
-// calls the handler directly, on the memory store (no network: the difference is not lost in
-// a store's noise): run() with 1 and 16 calls in flight, and HTTP Express, first execution and
-// replay; interleaved rounds, app CPU µs per request, medians. The copy is a measuring device,
-// never a build to ship: without the context derivedIdempotencyKey() and propagateKeys fail.
+// node bench/als.js: what the claim's AsyncLocalStorage context costs, on each Node given. The
+// library runs a claimed handler inside that context only when something can read it
+// (keyDerivationSecret, propagateKeys, resumable: lib/propagation/run-claimed.ts enterClaim), so
+// this runs the same app without any of them (no context) beside one with keyDerivationSecret
+// set (a context on every claimed request, the handler deriving nothing), on the memory store
+// (no network: the difference is not lost in a store's noise): run() with 1 and 16 calls in
+// flight, and HTTP Express (its plain route too: on Node 22 the first context switches on
+// promise hooks for the whole process), first execution and replay; interleaved rounds, app
+// CPU µs per request, medians and the paired difference.
 // Env: NODE_BINS (paths of node binaries, ':'-separated; default: the Node 22, 24 and 26 that
 // .ci/run caches, and this one), KINDS (run,express), ROUNDS (5), DURATION (1.5 s).
-const { cpSync, existsSync, readFileSync, rmSync, writeFileSync } = require('node:fs');
+const { existsSync } = require('node:fs');
 const os = require('node:os');
 const { join } = require('node:path');
 const { startApp, stopApp, control } = require('./lib/apps');
@@ -27,24 +29,6 @@ const nodeBins = () => {
   return cached.length ? cached : [process.execPath];
 };
 
-/**
- * dist/ copied, with the claimed handler run directly instead of inside the context; under
- * bench/ (git ignores it), so that it resolves NestJS from the root's node_modules as dist/ does.
- */
-function withoutContext() {
-  const dir = join(__dirname, '.als', 'dist');
-  rmSync(dir, { recursive: true, force: true });
-  cpSync(join(__dirname, '..', 'dist'), dir, { recursive: true });
-  const file = join(dir, 'propagation', 'derived-key.js');
-  const source = readFileSync(file, 'utf8');
-  const patched = source.replace('return claims.run(context, fn);', 'return fn();');
-  if (patched === source) throw new Error(`inClaimContext has changed shape: ${file}`);
-  writeFileSync(file, patched);
-  return dir;
-}
-
-// The plain route too: on Node 22 the first AsyncLocalStorage.run() turns promise hooks on for
-// the whole process, so routes that claim nothing may pay as well.
 const ALL = {
   run: ['first', 'first16', 'replay'],
   express: ['plain', 'first', 'replay'],
@@ -56,7 +40,7 @@ const SCENARIOS = Object.fromEntries(
 );
 
 async function main() {
-  const builds = { context: join(__dirname, '..', 'dist'), none: withoutContext() };
+  const builds = { context: ['secret'], none: [] };
   const measurements = [];
   const apps = [];
   for (const nodeBin of nodeBins()) {
@@ -64,16 +48,16 @@ async function main() {
       .execFileSync(nodeBin, ['--version'])
       .toString()
       .trim();
-    for (const [build, library] of Object.entries(builds)) {
+    for (const [build, variant] of Object.entries(builds)) {
       for (const kind of Object.keys(SCENARIOS)) {
         const lane = {
           id: `${kind}-${version}-${build}`,
           kind,
           store: 'memory',
           library: 'ours',
-          variant: [],
+          variant,
         };
-        const app = await startApp(lane, { library, nodeBin });
+        const app = await startApp(lane, { nodeBin });
         apps.push(app);
         for (const scenario of SCENARIOS[kind]) {
           measurements.push({
@@ -102,7 +86,7 @@ async function main() {
     process.stderr.write(`round ${r + 1}/${ROUNDS}\n`);
   }
   console.log(
-    'App CPU µs per request, median of the rounds: with the context, without, difference',
+    'App CPU µs per request, median of the rounds: with keyDerivationSecret (a context), without (none), difference',
   );
   for (const m of measurements.filter((x) => x.build === 'context')) {
     const other = measurements.find(

@@ -4,7 +4,9 @@
 // releases requests, and reads the counters.
 // Env: LIBRARY, STORE (memory|redis|postgres|mysql), REDIS_URL, KEY_PREFIX, POSTGRES_URL,
 // MYSQL_URL, TABLE, VARIANT (comma list: enc = encryption, prop = keyDerivationSecret +
-// propagateKeys), BENCH_MODULE_OPTIONS (JSON merged into forRoot's options).
+// propagateKeys, secret = keyDerivationSecret alone, steps = a resumable run of 3 steps: see
+// apps/runner.js), LOCAL_CACHE=1 (localReplayCache on), BENCH_MODULE_OPTIONS (JSON merged into
+// forRoot's options).
 const { createRequire } = require('node:module');
 const { randomBytes } = require('node:crypto');
 const http = require('node:http');
@@ -68,12 +70,14 @@ function moduleOptions() {
     }),
     mysql: () => ({ mysql: { uri: process.env.MYSQL_URL, table, ensureSchema: true } }),
   };
-  const variant = new Set((process.env.VARIANT ?? '').split(',').filter(Boolean));
+  const variant = variants();
   return {
     ...stores[store](),
     ...(process.env.KEY_PREFIX && { keyPrefix: process.env.KEY_PREFIX }),
     ...(variant.has('enc') && { encryption: { keys: [randomBytes(32)] } }),
     ...(variant.has('prop') && { keyDerivationSecret: randomBytes(32), propagateKeys: true }),
+    ...(variant.has('secret') && { keyDerivationSecret: randomBytes(32) }),
+    ...(process.env.LOCAL_CACHE === '1' && { localReplayCache: true }),
     ...JSON.parse(process.env.BENCH_MODULE_OPTIONS || '{}'),
   };
 }
@@ -155,8 +159,12 @@ function decorate(Class, name, decorators, params = []) {
   Reflect.decorate(decorators, proto, name, Object.getOwnPropertyDescriptor(proto, name));
 }
 
+/** The lane's VARIANT, as a set of names. */
+const variants = () => new Set((process.env.VARIANT ?? '').split(',').filter(Boolean));
+
 module.exports = {
   LIBRARY,
+  variants,
   load,
   counters,
   executed,

@@ -20,8 +20,11 @@ const SCRIPTS = {
   powertools: () => 'powertools/runner.js',
 };
 
-/** The table a SQL lane's records go to (dropped before and after the run). */
-const tableOf = (lane) => `bench_${lane.id.replace(/[^a-z0-9]/gi, '_')}`;
+/**
+ * The table a SQL lane's records go to (dropped before and after the run, with its steps table
+ * `<table>_steps`). It ends in `_records`: one lane's steps table is never another's records.
+ */
+const tableOf = (lane) => `bench_${lane.id.replace(/[^a-z0-9]/gi, '_')}_records`;
 
 /**
  * Starts the lane's app; resolves with { lane, pid, base, port, control }. `library` runs another

@@ -17,7 +17,12 @@ const ENTRY = {
   run: 'run()',
 };
 const STORE = { memory: 'memory', redis: 'Redis', postgres: 'PostgreSQL', mysql: 'MariaDB' };
-const VARIANT = { enc: 'encryption', prop: 'propagateKeys' };
+const VARIANT = {
+  enc: 'encryption',
+  prop: 'propagateKeys',
+  secret: 'keyDerivationSecret',
+  steps: '3 steps',
+};
 const LIBRARY = {
   ours: 'nestjs-idempotency',
   'node-idempotency': '@node-idempotency/nestjs',
@@ -34,7 +39,7 @@ function lane(group, kind, store, { library = 'ours', variant = [], scenarios, .
   const id = parts.join('-');
   const label = [
     library === 'ours' ? ENTRY[kind] : LIBRARY[library],
-    extra.localCache ? ' (local cache on)' : '',
+    extra.localCache ? (library === 'ours' ? ' (localReplayCache)' : ' (local cache on)') : '',
     library === 'nestarc' ? `, ${ENTRY[kind]}` : '',
     library === 'node-idempotency' ? ' on NestJS 10' : '',
     `, ${STORE[store]}`,
@@ -70,6 +75,12 @@ const GROUPS = [
         storedBytes: true,
         wait: true,
       }),
+      // localReplayCache: a replay answered from the process, no store call.
+      lane('http', 'express', 'redis', {
+        localCache: true,
+        scenarios: ['first', 'replay'],
+        roundTrips: true,
+      }),
       lane('http', 'express', 'redis', {
         library: 'node-idempotency',
         scenarios: withIo(ALL),
@@ -92,10 +103,22 @@ const GROUPS = [
         lane('run', 'run', store, { scenarios: RUN, roundTrips: store === 'redis' }),
       ),
       lane('run', 'run', 'redis', { variant: ['enc'], scenarios: ['first', 'replay'] }),
+      lane('run', 'run', 'redis', { localCache: true, scenarios: ['first', 'replay', 'replay16'] }),
       // No 422 for Powertools: see bench/powertools/runner.js.
       lane('run', 'run', 'redis', { library: 'powertools', scenarios: RUN_PEER, roundTrips: true }),
       lane('run', 'run', 'redis', { library: 'powertools', localCache: true, scenarios: RUN_PEER }),
     ],
+  },
+  {
+    name: 'steps',
+    title: 'run() with 3 steps (resumable) on each store',
+    lanes: ['redis', 'postgres', 'mysql', 'memory'].map((store) =>
+      lane('steps', 'run', store, {
+        variant: ['steps'],
+        scenarios: ['first', 'replay'],
+        roundTrips: store === 'redis',
+      }),
+    ),
   },
   {
     name: 'stores',

@@ -58,6 +58,8 @@ async function startRedis() {
   return { url: `redis://127.0.0.1:${port}`, pid, version: /version=([\d.]+)/.exec(out)?.[1] };
 }
 
+const tables = (lane) => [`${tableOf(lane)}_steps`, tableOf(lane)];
+
 /** Whether the SQL server answers; drops the tables `lanes` would use. */
 async function checkSql(store, url, lanes) {
   let client;
@@ -67,13 +69,15 @@ async function checkSql(store, url, lanes) {
       client = new Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
       await client.connect();
       const version = (await client.query('SHOW server_version')).rows[0].server_version;
-      for (const lane of lanes) await client.query(`DROP TABLE IF EXISTS "${tableOf(lane)}"`);
+      for (const table of lanes.flatMap(tables))
+        await client.query(`DROP TABLE IF EXISTS "${table}"`);
       return { ok: true, version: `PostgreSQL ${version}` };
     }
     const mysql = require('mysql2/promise');
     client = await mysql.createConnection({ uri: url, connectTimeout: 2_000 });
     const [[row]] = await client.query('SELECT VERSION() AS v');
-    for (const lane of lanes) await client.query(`DROP TABLE IF EXISTS \`${tableOf(lane)}\``);
+    for (const table of lanes.flatMap(tables))
+      await client.query(`DROP TABLE IF EXISTS \`${table}\``);
     return { ok: true, version: row.v };
   } catch (error) {
     const name = store === 'postgres' ? 'PostgreSQL' : 'MySQL/MariaDB';

@@ -85,6 +85,71 @@ function targets(results) {
       `process CPU ${cached.appCpuUs.ours} vs ${cached.appCpuUs.peer} µs, Redis ${cached.storeCpuUs.ours} vs ${cached.storeCpuUs.peer} µs`,
   );
 
+  // localReplayCache: a replay from the process, beside Powertools' local cache.
+  const local = pair('ours-run-redis-cache', 'powertools-run-redis-cache', 'replay');
+  add(
+    "run() replay, localReplayCache on: calls per second over Powertools' with its local cache on",
+    local?.raw.median,
+    '>= 1.0x',
+    (v) => v >= 1,
+    'x',
+    local &&
+      `process CPU ${local.appCpuUs.ours} vs ${local.appCpuUs.peer} µs, Redis ${local.storeCpuUs.ours} vs ${local.storeCpuUs.peer} µs`,
+  );
+  const [httpLocal, httpReplay] = [
+    row('ours-express-redis-cache', 'replay'),
+    row('ours-express-redis', 'replay'),
+  ];
+  add(
+    'HTTP replay, localReplayCache on, Redis: store calls per request',
+    httpLocal?.storeCalls,
+    '0',
+    (v) => v === 0,
+    '',
+    httpLocal &&
+      httpReplay &&
+      `app CPU +${httpLocal.appCpuOverPlainUs} µs over plain (+${httpReplay.appCpuOverPlainUs} µs without the cache), ${httpLocal.ratio?.median}x of plain`,
+  );
+
+  // Steps: what each step adds to a run's store calls (first execution) and to a replay.
+  for (const store of ['redis', 'postgres', 'mysql', 'memory']) {
+    const [first, plainFirst, replay, plainReplay] = [
+      row(`ours-run-${store}-steps`, 'first'),
+      row(`ours-run-${store}`, 'first'),
+      row(`ours-run-${store}-steps`, 'replay'),
+      row(`ours-run-${store}`, 'replay'),
+    ];
+    const perStep = (a, b, key) => (a && b ? (a[key] - b[key]) / 3 : undefined);
+    const cpu = `app CPU per step ${round(perStep(first, plainFirst, 'appCpuOverPlainUs') ?? NaN, 1)} µs`;
+    if (store === 'memory') {
+      add(
+        `run() with 3 steps, memory: ${cpu}`,
+        perStep(first, plainFirst, 'appCpuOverPlainUs'),
+        'stated',
+        undefined,
+        'µs',
+      );
+      continue;
+    }
+    add(
+      `run() with 3 steps, ${STORE[store]}: store calls per step, first execution`,
+      perStep(first, plainFirst, 'storeCalls'),
+      '<= 1',
+      (v) => v <= 1.01,
+      '',
+      first &&
+        plainFirst &&
+        `${round(first.storeCalls, 2)} vs ${round(plainFirst.storeCalls, 2)} per run without steps; ${cpu}`,
+    );
+    add(
+      `run() with 3 steps, ${STORE[store]}: store calls of a replay over one without steps`,
+      replay && plainReplay ? replay.storeCalls - plainReplay.storeCalls : undefined,
+      '0',
+      (v) => v <= 0.01,
+      '',
+    );
+  }
+
   // The memory store no dearer than Redis in app CPU.
   for (const scenario of ['first', 'replay']) {
     const memory = row('ours-express-memory', scenario);
@@ -99,8 +164,8 @@ function targets(results) {
     );
   }
 
-  // Derived keys and propagation: what the option costs when used (what it costs unused needs
-  // the library without its async context: a profile, not a lane).
+  // Derived keys and propagation: what the option costs when used (unused, no claim runs in an
+  // async context at all: node bench/als.js measures what keyDerivationSecret alone adds).
   for (const store of ['redis', 'memory']) {
     for (const scenario of ['first', 'replay']) {
       const on = row(`ours-express-${store}-prop`, scenario);

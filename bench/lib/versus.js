@@ -8,6 +8,7 @@ const PAIRS = [
   { ours: 'ours-express-redis', peer: 'nestarc-express-redis', sameFramework: true },
   { ours: 'ours-run-redis', peer: 'powertools-run-redis' },
   { ours: 'ours-run-redis', peer: 'powertools-run-redis-cache' },
+  { ours: 'ours-run-redis-cache', peer: 'powertools-run-redis-cache' },
 ];
 
 const cpu = (m, key) => {
