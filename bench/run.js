@@ -26,6 +26,7 @@ const { versions } = require('./lib/versions');
 const { writeReadme } = require('./lib/readme');
 const { renderChart } = require('./chart');
 const { fingerprintCost } = require('./fingerprint');
+const { growthMeasures, growthTables } = require('./growth');
 
 /** Seconds a group takes, roughly: app starts, set-up, warm-up and rounds. */
 function estimate(groups) {
@@ -128,6 +129,17 @@ async function main() {
   }
   const { fingerprint } = require('../dist/utils/fingerprint');
   results.extras.fingerprintOverParse = fingerprintCost(fingerprint, config.QUICK ? 3 : 7);
+  if (!config.ONLY || config.ONLY.includes('growth')) {
+    console.log('\n== How cost grows: the stored result, and SQL tables of a million records');
+    const stores = ['memory', 'redis', ...['postgres', 'mysql'].filter((s) => sql[s].ok)];
+    results.extras.growth = await growthMeasures({
+      stores,
+      redisUrl: redisServer.url,
+      calls: config.QUICK ? 30 : 200,
+      records: config.QUICK ? 100_000 : 1_000_000,
+    });
+    console.log(growthTables(results.extras.growth).join('\n'));
+  }
   if (config.SCALE) {
     const { scaleMeasures } = require('./scale');
     results.extras.scale = await scaleMeasures(redisServer.url);

@@ -4,6 +4,7 @@
 const { readFileSync, writeFileSync } = require('node:fs');
 const { join } = require('node:path');
 const { SCENARIOS } = require('./scenarios');
+const { growthTables } = require('../growth');
 
 const README = join(__dirname, '..', 'README.md');
 const START = '<!-- bench:results:start (written by npm run bench; edits here are lost) -->';
@@ -73,6 +74,10 @@ function section(r) {
     "† Redis commands counted with `MONITOR` in sequential requests (the peers' clients have no counter); " +
       "this library's lanes count what its store client sends (Redis commands, SQL statements) under load.",
   );
+  if (r.growth) {
+    out();
+    for (const line of growthTables(r.growth)) out(line);
+  }
   out();
   out('Targets:');
   out();
