@@ -8,7 +8,7 @@ import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/po
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { post } from '../support/test-app';
 import { AppProcess, buildLibrary } from './app-process';
-import { driveAll } from './stream';
+import { driveAll, KillSchedule } from './stream';
 
 /**
  * Exactly-once side effects across crashes (issue 16's proof). A payments app in its own process
@@ -192,14 +192,6 @@ describe('exactly-once side effects in PostgreSQL and MariaDB', () => {
     let current = launch();
     await current;
 
-    // Kill points: one per slice of the run, at a random place in it (by completed keys), and
-    // then a random moment within a handler's hold.
-    const slice = (RUN.keys * 0.8) / RUN.kills;
-    const killAt = Array.from({ length: RUN.kills }, (_, i) =>
-      Math.floor(RUN.keys * 0.1 + slice * i + Math.random() * slice * 0.8),
-    );
-    let done = 0;
-    let killing: Promise<void> | undefined;
     const kill = async () => {
       const victim = await current;
       await sleep(Math.random() * HOLD_MS); // a random point, not a synchronisation
@@ -210,11 +202,8 @@ describe('exactly-once side effects in PostgreSQL and MariaDB', () => {
       current = launch();
       await current;
     };
-    const progressed = () => {
-      done++;
-      if (killing || kills.length >= killAt.length || done < killAt[kills.length]) return;
-      killing = kill().finally(() => (killing = undefined));
-    };
+    // Kill points spread over the run by completed keys, each at a random moment of a hold.
+    const schedule = new KillSchedule(RUN.keys, RUN.kills, kill);
 
     const drive = async (key: string) => {
       for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
@@ -236,7 +225,7 @@ describe('exactly-once side effects in PostgreSQL and MariaDB', () => {
             replayed: response.headers.get('idempotent-replayed') === 'true',
             attempts: attempt,
           });
-          progressed();
+          schedule.progressed();
           return;
         }
         if (response && ![409, 503].includes(response.status)) {
@@ -249,7 +238,7 @@ describe('exactly-once side effects in PostgreSQL and MariaDB', () => {
 
     const started = performance.now();
     await driveAll(keys, RUN.inFlight, drive);
-    await killing;
+    await schedule.settled();
     const seconds = (performance.now() - started) / 1_000;
     await (await current).stop('SIGKILL');
 

@@ -10,7 +10,7 @@ import { type Consumer, startConsumer, transportSetup } from '../support/microse
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { post } from '../support/test-app';
 import { AppProcess, buildLibrary } from './app-process';
-import { driveAll } from './stream';
+import { driveAll, KillSchedule } from './stream';
 
 /**
  * Exactly-once effects beyond our own database (issue 28's proof). A payments app on Redis in its
@@ -131,12 +131,6 @@ describe('exactly-once charges at a provider, through propagated keys', () => {
     };
     let current = launch();
     await current;
-    const slice = (RUN.keys * 0.8) / RUN.kills;
-    const killAt = Array.from({ length: RUN.kills }, (_, i) =>
-      Math.floor(RUN.keys * 0.1 + slice * i + Math.random() * slice * 0.8),
-    );
-    let done = 0;
-    let killing: Promise<void> | undefined;
     const kill = async () => {
       const victim = await current;
       await sleep(Math.random() * HOLD_MS); // a random point, not a synchronisation
@@ -145,11 +139,8 @@ describe('exactly-once charges at a provider, through propagated keys', () => {
       current = launch();
       await current;
     };
-    const progressed = () => {
-      done++;
-      if (killing || victims.length >= killAt.length || done < killAt[victims.length]) return;
-      killing = kill().finally(() => (killing = undefined));
-    };
+    // Kill points spread over the run by completed keys, each at a random moment of a hold.
+    const schedule = new KillSchedule(RUN.keys, RUN.kills, kill);
     const drive = async (key: string) => {
       for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
         const app = await current;
@@ -158,7 +149,7 @@ describe('exactly-once charges at a provider, through propagated keys', () => {
         );
         if (response && response.status < 300) {
           answered.add(`${app.pid} ${key}`);
-          progressed();
+          schedule.progressed();
           return;
         }
         if (response && ![409, 503].includes(response.status)) {
@@ -169,7 +160,7 @@ describe('exactly-once charges at a provider, through propagated keys', () => {
       throw new Error(`${key}: no 2xx after ${MAX_ATTEMPTS} attempts`);
     };
     await driveAll(keys, RUN.inFlight, drive);
-    await killing;
+    await schedule.settled();
     await (await current).stop('SIGKILL');
     const cutAfterCharge = victims.flatMap((victim) =>
       victim.reports('CHARGED').filter((key) => !answered.has(`${victim.pid} ${key}`)),

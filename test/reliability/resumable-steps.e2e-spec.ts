@@ -12,7 +12,7 @@ import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/po
 import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
 import { post } from '../support/test-app';
 import { AppProcess, buildLibrary } from './app-process';
-import { driveAll } from './stream';
+import { driveAll, KillSchedule } from './stream';
 
 /**
  * Resumable handlers across crashes (issue 35's proof). An orders app in its own process
@@ -233,14 +233,6 @@ describe('resumable handlers across crashes: four steps, SIGKILLed mid-stream', 
     let current = launch();
     await current;
 
-    // Kill points: one per slice of the run, at a random place in it (by completed orders),
-    // then a random moment within a handler's hold.
-    const slice = (RUN.orders * 0.8) / RUN.kills;
-    const killAt = Array.from({ length: RUN.kills }, (_, i) =>
-      Math.floor(RUN.orders * 0.1 + slice * i + Math.random() * slice * 0.8),
-    );
-    let done = 0;
-    let killing: Promise<void> | undefined;
     const kill = async () => {
       const victim = await current;
       await sleep(Math.random() * HOLD_MS); // a random point, not a synchronisation
@@ -249,11 +241,8 @@ describe('resumable handlers across crashes: four steps, SIGKILLed mid-stream', 
       current = launch();
       await current;
     };
-    const progressed = () => {
-      done++;
-      if (killing || kills.length >= killAt.length || done < killAt[kills.length]) return;
-      killing = kill().finally(() => (killing = undefined));
-    };
+    // Kill points spread over the run by completed keys, each at a random moment of a hold.
+    const schedule = new KillSchedule(RUN.orders, RUN.kills, kill);
 
     const drive = async (key: string) => {
       for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
@@ -265,7 +254,7 @@ describe('resumable handlers across crashes: four steps, SIGKILLed mid-stream', 
           .finally(() => inFlight.set(app.pid, inFlight.get(app.pid)! - 1));
         if (response && response.status < 300) {
           outcomes.set(key, response.json() as { order: number; charge: number });
-          progressed();
+          schedule.progressed();
           return;
         }
         if (response && ![409, 503].includes(response.status)) {
@@ -278,7 +267,7 @@ describe('resumable handlers across crashes: four steps, SIGKILLed mid-stream', 
 
     const started = performance.now();
     await driveAll(keys, RUN.inFlight, drive);
-    await killing;
+    await schedule.settled();
     const seconds = (performance.now() - started) / 1_000;
     await (await current).stop('SIGKILL');
     return { keys, outcomes, kills, all, requests, seconds };

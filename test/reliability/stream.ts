@@ -72,3 +72,39 @@ export async function driveAll(
   };
   await Promise.all(Array.from({ length: inFlight }, worker));
 }
+
+/**
+ * When a crash test kills its app: `kills` times over a run of `total` completed keys, once in
+ * each slice of the run's middle 80 %, at a random place in the slice; one kill at a time, made
+ * by `kill` (which picks its own random moment, and starts the next app).
+ */
+export class KillSchedule {
+  private readonly at: number[];
+  private done = 0;
+  private made = 0;
+  private killing?: Promise<void>;
+
+  constructor(
+    total: number,
+    kills: number,
+    private readonly kill: () => Promise<void>,
+  ) {
+    const slice = (total * 0.8) / kills;
+    this.at = Array.from({ length: kills }, (_, i) =>
+      Math.floor(total * 0.1 + slice * i + Math.random() * slice * 0.8),
+    );
+  }
+
+  /** A key completed: the kill due at this point, if any, starts. */
+  progressed(): void {
+    this.done++;
+    if (this.killing || this.made >= this.at.length || this.done < this.at[this.made]) return;
+    this.made++;
+    this.killing = this.kill().finally(() => (this.killing = undefined));
+  }
+
+  /** Resolves once the kill in progress, if any, is over (its replacement app started). */
+  async settled(): Promise<void> {
+    await this.killing;
+  }
+}
