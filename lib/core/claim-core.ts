@@ -147,6 +147,7 @@ export class ClaimCore {
     const { options, handler } = claim;
     const kept = this.replays?.get(claim.key, request.fingerprint);
     if (kept) return this.replay(claim, kept);
+    const mark = this.replays?.mark() ?? 0;
     // Only a resumable claim reads the key's steps: the others cost what they did.
     if (options.resumable) request = { ...request, resumable: true };
     let result: ClaimResult;
@@ -168,7 +169,7 @@ export class ClaimCore {
     }
     switch (result.status) {
       case 'completed':
-        this.replays?.set(claim.key, request.fingerprint, result.response);
+        this.replays?.set(claim.key, request.fingerprint, result.response, mark);
         return this.replay(claim, result.response);
       case 'in_progress':
         this.events.emit(claim, 'conflict', claim.key);

@@ -20,6 +20,12 @@ export class ReplayCache {
   /** By record key, in the order they were last replayed (a Map keeps insertion order). */
   private readonly entries = new Map<string, Entry>();
   private bytes = 0;
+  /**
+   * Deletions so far. An outcome read from the store while a deletion ran is not kept: it may
+   * be the record that deletion removes (deletions are an operator's, rare: any one of them
+   * skips keeping what was in flight, whatever its key).
+   */
+  private deletions = 0;
 
   constructor(private readonly settings: LocalReplayCacheSettings) {}
 
@@ -40,8 +46,17 @@ export class ReplayCache {
     return entry.response;
   }
 
-  /** Keeps an outcome the store just replayed for a claim with `fingerprint`. */
-  set(key: string, fingerprint: string, response: StoredResponse): void {
+  /** Taken before a store read whose outcome may be kept: passed to {@link set}. */
+  mark(): number {
+    return this.deletions;
+  }
+
+  /**
+   * Keeps an outcome the store just replayed for a claim with `fingerprint`, read from the store
+   * after `mark` was taken; not when a deletion has run since.
+   */
+  set(key: string, fingerprint: string, response: StoredResponse, mark: number): void {
+    if (mark !== this.deletions) return;
     const size = sizeOf(response);
     if (size > this.settings.maxBytes / 10) return;
     this.delete(key);
@@ -56,8 +71,12 @@ export class ReplayCache {
     }
   }
 
-  /** Forgets a record (deleted by an operator in this process). */
+  /**
+   * Forgets a record (deleted by an operator in this process), and what store reads in flight
+   * would keep: called when the deletion starts and again when it ends.
+   */
   delete(key: string): void {
+    this.deletions++;
     const entry = this.entries.get(key);
     if (!entry) return;
     this.entries.delete(key);

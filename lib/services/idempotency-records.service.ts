@@ -119,10 +119,11 @@ export class IdempotencyRecords {
    */
   async delete(query: IdempotencyRecordQuery): Promise<boolean> {
     const key = this.storeKey(query);
-    // This process replays it no more from memory (option localReplayCache); others may, for
-    // the cache's ttl.
-    replayCacheOf(this.options)?.delete(key);
-    const deleted = await this.bounded(this.store.delete(key));
+    // This process replays it no more from memory (option localReplayCache), nor keeps it from
+    // a replay that read it while it was being deleted; others may, for the cache's ttl.
+    const replays = replayCacheOf(this.options);
+    replays?.delete(key);
+    const deleted = await this.bounded(this.store.delete(key)).finally(() => replays?.delete(key));
     if (deleted) this.logger.log(`deleted the record ${key} of ${query.route}`);
     return deleted;
   }

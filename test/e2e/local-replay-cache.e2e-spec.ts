@@ -28,13 +28,32 @@ class PaymentsController {
   }
 }
 
-/** The Redis store, counting the claims it is asked for. */
+/** The Redis store, counting the claims it is asked for; a test may hold a claim or a delete. */
 class CountingRedisStore extends RedisIdempotencyStore {
   claims = 0;
-  override claim(key: string, request: ClaimRequest) {
+  /**
+   * While set: `read` is called when a claim has read the store; then claims wait for `claims`,
+   * and deletes wait for `deletes` before deleting.
+   */
+  hold?: { claims?: Promise<void>; deletes?: Promise<void>; read?: () => void };
+  override async claim(key: string, request: ClaimRequest) {
     this.claims++;
-    return super.claim(key, request);
+    const result = await super.claim(key, request);
+    this.hold?.read?.();
+    await this.hold?.claims;
+    return result;
   }
+  override async delete(key: string) {
+    await this.hold?.deletes;
+    return super.delete(key);
+  }
+}
+
+/** A promise and what settles it. */
+function gate(): { opened: Promise<void>; open: () => void } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
 }
 
 describe.each([
@@ -96,5 +115,36 @@ describe.each([
     const again = await pay(key);
     expect(again.headers.get('idempotent-replayed')).toBeNull();
     expect(again.json()).not.toEqual(first.json());
+  });
+
+  it('forgets a record deleted while a replay was reading it from the store', async () => {
+    // A replay that read the record from the store while delete() ran (started before it, or
+    // after it began) must not put it back in memory: once delete() resolves, the next request
+    // runs the handler.
+    for (const replayStarts of ['before the delete', 'during the delete'] as const) {
+      const key = randomUUID();
+      const first = await pay(key);
+      const [read, release] = [gate(), gate()];
+      let replay: ReturnType<typeof pay>;
+      if (replayStarts === 'before the delete') {
+        store.hold = { claims: release.opened, read: read.open };
+        replay = pay(key);
+        await read.opened;
+        expect(await records.delete({ key, route: 'POST /payments' })).toBe(true);
+        release.open();
+      } else {
+        store.hold = { deletes: release.opened, read: read.open };
+        const deleting = records.delete({ key, route: 'POST /payments' });
+        replay = pay(key);
+        await read.opened;
+        release.open();
+        expect(await deleting).toBe(true);
+      }
+      expect((await replay).headers.get('idempotent-replayed')).toBe('true');
+      store.hold = undefined;
+      const again = await pay(key);
+      expect(again.headers.get('idempotent-replayed')).toBeNull();
+      expect(again.json()).not.toEqual(first.json());
+    }
   });
 });

@@ -10,7 +10,7 @@ describe('ReplayCache (option localReplayCache)', () => {
   it('replays a kept outcome for the same fingerprint only, until its ttl', () => {
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1_000_000, ttl: 1_000 });
     const kept = response(10);
-    cache.set('k', 'fp', kept);
+    cache.set('k', 'fp', kept, cache.mark());
     expect(cache.get('k', 'fp')).toBe(kept);
     expect(cache.get('k', 'other')).toBeUndefined();
     jest.advanceTimersByTime(999);
@@ -21,10 +21,10 @@ describe('ReplayCache (option localReplayCache)', () => {
 
   it('lets the least recently replayed go first, by entries and by bytes', () => {
     const cache = new ReplayCache({ maxEntries: 2, maxBytes: 1_000, ttl: 60_000 });
-    cache.set('a', '', response(10));
-    cache.set('b', '', response(10));
+    cache.set('a', '', response(10), cache.mark());
+    cache.set('b', '', response(10), cache.mark());
     cache.get('a', '');
-    cache.set('c', '', response(10));
+    cache.set('c', '', response(10), cache.mark());
     expect([cache.get('a', ''), cache.get('b', ''), cache.get('c', '')].map(Boolean)).toEqual([
       true,
       false,
@@ -32,7 +32,7 @@ describe('ReplayCache (option localReplayCache)', () => {
     ]);
     // 30 bytes each (body and meta), a tenth of maxBytes: the eleventh pushes the first out.
     const bytes = new ReplayCache({ maxEntries: 100, maxBytes: 300, ttl: 60_000 });
-    for (let i = 0; i < 11; i++) bytes.set(`k${i}`, '', response(21));
+    for (let i = 0; i < 11; i++) bytes.set(`k${i}`, '', response(21), bytes.mark());
     expect(bytes.get('k0', '')).toBeUndefined();
     expect(bytes.get('k1', '')).toBeDefined();
     expect(bytes.get('k10', '')).toBeDefined();
@@ -40,11 +40,21 @@ describe('ReplayCache (option localReplayCache)', () => {
 
   it('keeps nothing over a tenth of maxBytes, and forgets a deleted record', () => {
     const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1_000, ttl: 60_000 });
-    cache.set('big', '', response(200));
+    cache.set('big', '', response(200), cache.mark());
     expect(cache.get('big', '')).toBeUndefined();
-    cache.set('k', '', response(10));
+    cache.set('k', '', response(10), cache.mark());
     cache.delete('k');
     expect(cache.get('k', '')).toBeUndefined();
+  });
+
+  it('keeps no outcome read from the store while a deletion ran', () => {
+    const cache = new ReplayCache({ maxEntries: 10, maxBytes: 1_000, ttl: 60_000 });
+    const mark = cache.mark(); // a replay starts reading the store
+    cache.delete('other'); // an operator deletes a record meanwhile
+    cache.set('k', '', response(10), mark);
+    expect(cache.get('k', '')).toBeUndefined();
+    cache.set('k', '', response(10), cache.mark());
+    expect(cache.get('k', '')).toBeDefined();
   });
 });
 
