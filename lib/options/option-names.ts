@@ -21,7 +21,8 @@ export function unknownOptionProblem(
     if (place !== undefined) return `\`${name}\` is not taken here: set it in ${place}`;
     const nearest = nearestName(name, [...known, ...Object.keys(elsewhere)]);
     // A name that belongs at another level says where it goes, or the fixed name fails again.
-    const away = nearest !== undefined && Object.hasOwn(elsewhere, nearest);
+    const away =
+      nearest !== undefined && !known.includes(nearest) && Object.hasOwn(elsewhere, nearest);
     const hint =
       nearest === undefined
         ? ''

@@ -35,6 +35,14 @@ describe('option names', () => {
     );
   });
 
+  it('suggests a name this place takes as it is, even where another level has it too', () => {
+    // `key` is @IdempotentMethod()'s, and run() takes it as its first argument instead.
+    const elsewhere = { key: "run()'s first argument" };
+    expect(unknownOptionProblem({ kye: 1 }, [...known, 'key'], elsewhere)).toBe(
+      'unknown option `kye` (did you mean `key`?)',
+    );
+  });
+
   it('is not fooled by names of Object.prototype', () => {
     expect(unknownOptionProblem({ toString: 1 }, known, {})).toBe('unknown option `toString`');
   });

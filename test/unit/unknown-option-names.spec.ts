@@ -170,6 +170,10 @@ describe('@IdempotentMethod()', () => {
     expect(decorate({ key: () => 'k', scpoe: 'jobs' })).toThrow(
       '@IdempotentMethod(): unknown option `scpoe` (did you mean `scope`?)',
     );
+    // `key` is taken here, though run() takes it as its first argument.
+    expect(decorate({ kye: () => 'k' })).toThrow(
+      /^@IdempotentMethod\(\): unknown option `kye` \(did you mean `key`\?\)$/,
+    );
   });
 
   it('names where a route or module option goes', () => {
