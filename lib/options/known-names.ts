@@ -21,7 +21,7 @@ import { unknownOptionProblem } from './option-names';
  * missing name and an extra one, so adding an option to an interface without adding it here
  * fails the build instead of refusing the new option at boot.
  */
-function namesOf<T>(names: Record<keyof T, unknown>): string[] {
+export function namesOf<T>(names: Record<keyof T, unknown>): string[] {
   return Object.keys(names);
 }
 

@@ -96,4 +96,12 @@ describe('idempotentSqsHandler() on two queues of one app, each keyed by its own
       /idempotentSqsHandler: options.scope is required/,
     );
   });
+
+  it('refuses a misspelt option, suggesting the one it takes', () => {
+    const handle = async () => undefined;
+    const options = { scope: 'payments', kye: 'id' } as unknown as { scope: string };
+    expect(() => idempotentSqsHandler(idempotency, handle, options)).toThrow(
+      /^idempotentSqsHandler: unknown option `kye` \(did you mean `key`\?\)$/,
+    );
+  });
 });

@@ -4,7 +4,13 @@ import type {
   IdempotencyRunKey,
   IdempotencyRunOptions,
 } from '../../interfaces/idempotency-run-options.interface';
-import { resolveRunOptions } from '../../options';
+import {
+  assertKnownNames,
+  namesOf,
+  type OptionNames,
+  resolveRunOptions,
+  RUN_OPTION_NAMES,
+} from '../../options';
 import type { IdempotencyService } from '../../services/idempotency.service';
 import {
   keyOf,
@@ -37,6 +43,23 @@ export interface IdempotentSqsOptions extends Omit<IdempotencyRunOptions, 'finge
   fingerprint?: (message: SqsMessage) => unknown;
 }
 
+/** The names {@link IdempotentSqsOptions} takes: run()'s, with `key` and `fingerprint`. */
+const SQS_OPTION_NAMES: OptionNames = {
+  known: namesOf<IdempotentSqsOptions>({
+    key: true,
+    fingerprint: true,
+    scope: true,
+    onConflict: true,
+    waitTimeout: true,
+    lockTtl: true,
+    ttl: true,
+    storeErrors: true,
+    transactional: true,
+    resumable: true,
+  }),
+  elsewhere: RUN_OPTION_NAMES.elsewhere,
+};
+
 /**
  * An `sqs-consumer` handler for one message or a batch (see {@link idempotentSqsHandler}).
  * Called with one message (`handleMessage`), it resolves with nothing, so the message is deleted;
@@ -67,6 +90,7 @@ export class SqsMessageRunner<M extends SqsMessage> {
    * @throws TypeError for options run() would refuse, and a key that is not a source
    */
   constructor(options: IdempotentSqsOptions, where: string) {
+    assertKnownNames(options, SQS_OPTION_NAMES, where);
     const { key, fingerprint, ...runOptions } = options;
     this.read = sqsKeyReader(key, where);
     this.hasSource = key !== undefined;
