@@ -25,6 +25,8 @@
   Output: { code, lease ms left, meta, body }
     1 claimed      the caller now owns a fresh lease
     2 in progress  another owner holds the lease; element 2 is its remaining time
+  A pending record of the caller's own token is this claim sent again (ioredis resends a command
+  whose reply was lost with its connection): 1, claimed, as the first send answered.
     3 mismatch     the key was first used with another fingerprint (wins over 2 and 4)
     4 completed    elements 3 and 4 are the stored response
 ]]
@@ -45,7 +47,13 @@ if ok and ARGV[2] ~= '' and headFingerprint ~= '' and headFingerprint ~= ARGV[2]
   return {3}
 end
 if ok and headState == 'p' and ARGV[4] ~= '1' then
-  return {2, rcall('PTTL', key)}
+  local whole, _, _, _, owner = pcall(cmsgpack.unpack_limit, head, 3)
+  if whole and owner == ARGV[1] then
+    return {1}
+  end
+  if whole then
+    return {2, rcall('PTTL', key)}
+  end
 end
 
 local state, fingerprint, third, fourth = cmsgpack.unpack(rcall('GET', key))
@@ -56,6 +64,10 @@ end
 
 if state == 'c' then
   return {4, 0, third, fourth}
+end
+
+if third == ARGV[1] then
+  return {1}
 end
 
 if ARGV[4] == '1' and fourth ~= 1 then

@@ -9,6 +9,7 @@ import {
   startRedisServer,
 } from '../support/redis-server';
 import { readRecord, rewriteMeta } from '../support/records';
+import { startTcpProxy } from '../support/tcp-proxy';
 import { PLATFORMS, post, startTestApp, TestApp } from '../support/test-app';
 
 /** Calls per command since the last CONFIG RESETSTAT, from INFO commandstats. */
@@ -375,6 +376,38 @@ describe.each(PLATFORMS)('Redis behaviour on %s', (platform) => {
       } finally {
         process.kill(server.pid, 'SIGCONT');
         await t.close();
+        await server.stop();
+      }
+    });
+
+    it('frees a claim whose reply was lost with the connection, once it lands again', async () => {
+      // The claim reached Redis and claimed the key; its reply died with the connection.
+      // ioredis sends it again on reconnecting, and the claim, with its own owner token, must
+      // be recognised as the same claim: released, not left in progress for lockTtl.
+      const server = await startRedisServer();
+      const proxy = await startTcpProxy({ host: '127.0.0.1', port: server.port });
+      const t = await startTestApp(platform, {
+        redis: `redis://127.0.0.1:${proxy.port}`,
+        storeTimeout: 300,
+      });
+      try {
+        expect((await post(t.url, '/payments', { key: newKey(), body: {} })).status).toBe(201);
+        const key = newKey();
+        const releasedBefore = t.executions.ofType('released').length;
+        proxy.cutOnNextReply();
+        const response = await post(t.url, '/payments', { key, body: {} });
+        // Sent again within storeTimeout, the claim is the request's own: the handler runs. Past
+        // it, the request answered 503, and the claim is released when it lands.
+        expect([201, 503]).toContain(response.status);
+        if (response.status === 503) {
+          const missing = releasedBefore + 1 - t.executions.ofType('released').length;
+          if (missing > 0) await t.executions.waitFor('released', missing);
+        }
+        expect((await post(t.url, '/payments', { key, body: {} })).status).toBe(201);
+        expect(t.executions.count('create')).toBe(2);
+      } finally {
+        await t.close();
+        await proxy.close();
         await server.stop();
       }
     });

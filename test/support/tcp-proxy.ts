@@ -14,6 +14,11 @@ export interface TcpProxy {
   freeze(): void;
   /** Forwards again what was held and everything after it. */
   thaw(): void;
+  /**
+   * Cuts the connection that next carries a reply from the server, dropping the reply: the
+   * command reached the server, its answer never reaches the client.
+   */
+  cutOnNextReply(): void;
   /** Cuts every connection (as a crashed server would) and stops listening. */
   close(): Promise<void>;
 }
@@ -22,11 +27,18 @@ export interface TcpProxy {
 export async function startTcpProxy(target: { host: string; port: number }): Promise<TcpProxy> {
   const sockets = new Set<Socket>();
   let frozen = false;
+  let cutting = false;
   let accepted = 0;
 
   /** Copies `from` to `to`, with backpressure, holding data while the proxy is frozen. */
-  const forward = (from: Socket, to: Socket) => {
+  const forward = (from: Socket, to: Socket, replies: boolean) => {
     from.on('data', (chunk) => {
+      if (replies && cutting) {
+        cutting = false;
+        from.destroy();
+        to.destroy();
+        return;
+      }
       if (!to.write(chunk)) from.pause();
     });
     to.on('drain', () => {
@@ -45,8 +57,8 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
       socket.on('close', () => sockets.delete(socket));
       if (frozen) socket.pause();
     }
-    forward(client, upstream);
-    forward(upstream, client);
+    forward(client, upstream, false);
+    forward(upstream, client, true);
   });
   server.listen(0, '127.0.0.1');
   await once(server, 'listening');
@@ -65,6 +77,9 @@ export async function startTcpProxy(target: { host: string; port: number }): Pro
     thaw() {
       frozen = false;
       sockets.forEach((socket) => socket.resume());
+    },
+    cutOnNextReply() {
+      cutting = true;
     },
     async close() {
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
