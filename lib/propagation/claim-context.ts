@@ -46,6 +46,15 @@ export function noteClaimCore(secret: unknown): void {
   else cores.withSecret++;
 }
 
+/**
+ * Whether some claim core of this process has a `keyDerivationSecret`: then every claim enters a
+ * context, so that derivedIdempotencyKey() in a handler of a module without one fails as the
+ * configuration error it is, rather than as "no claim" (see `enterClaim`).
+ */
+export function someCoreDerives(): boolean {
+  return cores.withSecret > 0;
+}
+
 /** Whether this process has claim cores and none of them has a `keyDerivationSecret`. */
 export function derivationUnconfigured(): boolean {
   return cores.withSecret === 0 && cores.withoutSecret > 0;

@@ -1,5 +1,10 @@
 import type { ClaimSteps } from '../core/steps';
-import { currentClaim, type DerivationSettings, inClaimContext } from './claim-context';
+import {
+  currentClaim,
+  type DerivationSettings,
+  inClaimContext,
+  someCoreDerives,
+} from './claim-context';
 import { propagateOutboundCalls } from './install';
 
 /**
@@ -20,7 +25,7 @@ export function runClaimed<T>(recordKey: string, settings: DerivationSettings, f
  * {@link runClaimed}, as the claim core calls it: with the run's steps in the context when it is
  * resumable. The context is what derived keys, propagated keys and steps read, and nothing else,
  * so a run that can use none of them (no `keyDerivationSecret`, no `propagateKeys`, not
- * resumable) runs without one: on Node 22 the first AsyncLocalStorage context switches on
+ * resumable, and no module of the process with a secret) runs without one: on Node 22 the first AsyncLocalStorage context switches on
  * promise hooks for the whole process, which cost a claimed request about 45 µs and every other
  * request some too (bench/als.js); Node 24 and later pay next to nothing for it either way.
  */
@@ -31,7 +36,10 @@ export function enterClaim<T>(
   steps?: ClaimSteps,
 ): T {
   const readable =
-    settings.keyDerivationSecret !== undefined || settings.propagateKeys === true || steps;
+    settings.keyDerivationSecret !== undefined ||
+    settings.propagateKeys === true ||
+    steps ||
+    someCoreDerives();
   // Inside another claimed run (a run() nested in a handler), a context of its own all the same:
   // the outer run's steps and keys are not this run's.
   if (!readable && currentClaim() === undefined) return fn();
