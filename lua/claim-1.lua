@@ -25,10 +25,10 @@
   Output: { code, lease ms left, meta, body }
     1 claimed      the caller now owns a fresh lease
     2 in progress  another owner holds the lease; element 2 is its remaining time
-  A pending record of the caller's own token is this claim sent again (ioredis resends a command
-  whose reply was lost with its connection): 1, claimed, as the first send answered.
     3 mismatch     the key was first used with another fingerprint (wins over 2 and 4)
     4 completed    elements 3 and 4 are the stored response
+  A pending record of the caller's own token is this claim sent again (ioredis resends a command
+  whose reply was lost with its connection): 1, claimed, as the first send answered.
 ]]
 local rcall = redis.call
 local key = KEYS[1]

@@ -25,9 +25,10 @@ export function runClaimed<T>(recordKey: string, settings: DerivationSettings, f
  * {@link runClaimed}, as the claim core calls it: with the run's steps in the context when it is
  * resumable. The context is what derived keys, propagated keys and steps read, and nothing else,
  * so a run that can use none of them (no `keyDerivationSecret`, no `propagateKeys`, not
- * resumable, and no module of the process with a secret) runs without one: on Node 22 the first AsyncLocalStorage context switches on
- * promise hooks for the whole process, which cost a claimed request about 45 µs and every other
- * request some too (bench/als.js); Node 24 and later pay next to nothing for it either way.
+ * resumable, and no module of the process with a secret) runs without one: on Node 22 the first
+ * AsyncLocalStorage context switches on promise hooks for the whole process, which cost a claimed
+ * request about 45 µs and every other request some too (bench/als.js); Node 24 and later pay
+ * next to nothing for it either way.
  */
 export function enterClaim<T>(
   recordKey: string,
