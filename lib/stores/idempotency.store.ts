@@ -118,7 +118,9 @@ export abstract class IdempotencyStore {
   /**
    * Atomically: create a pending record owned by `request.token` if the key is free (absent or
    * expired), otherwise report its state. A fingerprint mismatch is reported before the record's
-   * state, so it wins over in-progress and completed.
+   * state, so it wins over in-progress and completed. A store whose client may send a command
+   * again after losing its reply (ioredis does, on reconnecting) answers a claim by the pending
+   * record's own token `claimed`: it is the same claim (the Redis and memory stores do).
    */
   abstract claim(key: string, request: ClaimRequest): Promise<ClaimResult>;
 

@@ -83,6 +83,8 @@ class Model {
         }
         if (o.fp && record.fp && o.fp !== record.fp) return { status: 'key_reused' };
         if (record.state === 'completed') return { status: 'completed', body: record.body };
+        // The same claim sent again (a client resending a command whose reply it lost).
+        if (record.owner === o.owner) return { status: 'claimed' };
         return { status: 'in_progress', retryAfterMs: record.expiresAt - this.now };
       case 'complete':
         if (record?.state !== 'pending' || record.owner !== o.owner) return false;

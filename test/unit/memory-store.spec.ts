@@ -2,8 +2,9 @@ import { MemoryIdempotencyStore } from '../../lib';
 
 describe('MemoryIdempotencyStore limits', () => {
   const response = { meta: 'm', body: Buffer.from('b') };
-  const claim = (store: MemoryIdempotencyStore, key: string) =>
-    store.claim(key, { token: key, fingerprint: '', leaseMs: 60_000 });
+  /** A claim of `key` by the owner `token` (by default the key: one owner per key). */
+  const claim = (store: MemoryIdempotencyStore, key: string, token = key) =>
+    store.claim(key, { token, fingerprint: '', leaseMs: 60_000 });
 
   it('drops the oldest completed records to stay within maxEntries, never in-progress ones', async () => {
     const store = new MemoryIdempotencyStore({ maxEntries: 2, sweepIntervalMs: 0 });
@@ -12,7 +13,7 @@ describe('MemoryIdempotencyStore limits', () => {
     await claim(store, 'b');
     expect(await claim(store, 'c')).toEqual({ status: 'claimed' });
     expect(store.size).toBe(2);
-    expect((await claim(store, 'b')).status).toBe('in_progress');
+    expect((await claim(store, 'b', 'another owner')).status).toBe('in_progress');
     await expect(claim(store, 'd')).rejects.toThrow('MemoryIdempotencyStore is full');
   });
 

@@ -116,6 +116,11 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     if (record.state === 'completed') {
       return { status: 'completed', response: record.response! };
     }
+    if (record.owner === request.token) {
+      // The same claim again, as the Redis store answers a claim its client sent twice.
+      const steps = request.resumable ? this.steps.resume(key, request.fingerprint) : undefined;
+      return steps && steps !== 'key_reused' ? { status: 'claimed', steps } : { status: 'claimed' };
+    }
     return { status: 'in_progress', retryAfterMs: record.expiresAt - this.now() };
   }
 
