@@ -130,9 +130,11 @@ describe.each(STORES)('SQS consumers killed mid-handler: $name', (store) => {
         [killed[0], 0.1],
         [killed[1], 0.15],
       ] as const) {
-        // At an EFFECT line: the insert is under way, the victim holds received messages.
+        // At an EFFECT line, while the victim holds received messages (an insert under way):
+        // past its share of effects, the first moment it still holds some.
         const effects = Math.ceil(unique.size * share);
-        await until(() => victim.reports('EFFECT').length >= effects, 60_000);
+        const holds = () => victim.reports('DELIVER').length > victim.reports('SETTLED').length;
+        await until(() => victim.reports('EFFECT').length >= effects && holds(), 60_000);
         await victim.stop('SIGKILL');
       }
       const survivor = consumers[2];
