@@ -5,7 +5,7 @@ import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import { preparePropagation } from '../propagation/install';
 import { PATTERN_METADATA, RESOLVER_TYPE_METADATA, respondsItself } from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../options';
-import { assertResumableReady } from '../core/steps';
+import { assertResumableReady } from '../core/step-store-checks';
 import { assertTransactionalReady } from '../core/transactions';
 import { controllers } from './outermost';
 import { routeName, routeOptions, staticIdentity } from './route-resolver';
