@@ -1,11 +1,7 @@
-import { Controller, Module, Post } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import {
-  derivedIdempotencyKey,
-  IdempotencyModule,
-  Idempotent,
-  tryDerivedIdempotencyKey,
-} from '../../lib';
+import { IdempotencyModule } from '../../lib';
+import { DerivingController } from '../support/deriving-controller';
 import { listen } from '../support/http-app';
 import { post } from '../support/test-app';
 
@@ -13,21 +9,6 @@ import { post } from '../support/test-app';
 // keyDerivationSecret and one without. A claimed handler of the one without must still get the
 // configuration error from both functions: not "outside a claimed handler", and never an
 // undefined key from tryDerivedIdempotencyKey() that would let a provider charge twice.
-
-@Controller()
-class DerivingController {
-  @Post('derived')
-  @Idempotent({ scope: 'public' })
-  derived() {
-    return { key: derivedIdempotencyKey('charge') };
-  }
-
-  @Post('try-derived')
-  @Idempotent({ scope: 'public' })
-  tryDerived() {
-    return { key: tryDerivedIdempotencyKey('charge') ?? null };
-  }
-}
 
 describe('derived keys in a process where another module has a keyDerivationSecret', () => {
   it('fail as the configuration error in a claimed handler of the module without one', async () => {

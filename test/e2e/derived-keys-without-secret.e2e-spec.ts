@@ -1,11 +1,7 @@
-import { Controller, Module, Post } from '@nestjs/common';
+import { Module } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import {
-  derivedIdempotencyKey,
-  IdempotencyModule,
-  Idempotent,
-  tryDerivedIdempotencyKey,
-} from '../../lib';
+import { derivedIdempotencyKey, IdempotencyModule, tryDerivedIdempotencyKey } from '../../lib';
+import { DerivingController } from '../support/deriving-controller';
 import { listen } from '../support/http-app';
 import { post } from '../support/test-app';
 
@@ -13,21 +9,6 @@ import { post } from '../support/test-app';
 // so claimed handlers run without an async context (claim-context.e2e-spec.ts). Asking for a
 // derived key still fails as the configuration error it is, as it did when every claimed handler
 // had a context: claimed or not, never an undefined key that would let a provider charge twice.
-
-@Controller()
-class DerivingController {
-  @Post('derived')
-  @Idempotent({ scope: 'public' })
-  derived() {
-    return { key: derivedIdempotencyKey('charge') };
-  }
-
-  @Post('try-derived')
-  @Idempotent({ scope: 'public' })
-  tryDerived() {
-    return { key: tryDerivedIdempotencyKey('charge') ?? null };
-  }
-}
 
 describe('derived keys in a process without any keyDerivationSecret', () => {
   it('fail as the configuration error, in a claimed request and in one without a key', async () => {
