@@ -1,3 +1,10 @@
+import type {
+  ListRecordsPage,
+  ListRecordsQuery,
+  RecordAbout,
+  RecordCounts,
+} from './record-listing';
+
 /** What a caller asks for when it claims a key. */
 export interface ClaimRequest {
   /** Random owner token; only its holder may complete, release or extend the record. */
@@ -18,6 +25,12 @@ export interface ClaimRequest {
    * `key_reused`. Claims without it never read steps.
    */
   resumable?: boolean;
+  /**
+   * What operators list the record by (route, and the client's key and owner, opaque): kept
+   * with the record and with any steps it records, for {@link IdempotencyStore.list}. A store
+   * without listing ignores it.
+   */
+  about?: RecordAbout;
 }
 
 /**
@@ -187,6 +200,28 @@ export abstract class IdempotencyStore {
    * @returns false when the caller no longer owns the record.
    */
   recordStep?(key: string, token: string, step: StoredStep, ttlMs: number): Promise<boolean>;
+
+  /**
+   * Lists records by state, newest (or oldest) first, a page at a time, for operators
+   * (`IdempotencyRecords.list()`). It never walks the whole keyspace or table: an index serves
+   * it, so finding the few half-done runs among many completed records reads about as many
+   * records as it returns. Optional: a store without it cannot list.
+   */
+  list?(query: ListRecordsQuery): Promise<ListRecordsPage>;
+
+  /**
+   * How many records each state holds under `prefix` (gauges, the operator page), with
+   * `stuckAfterMs` as in {@link ListRecordsQuery}. Optional, with `list`.
+   */
+  countRecords?(prefix: string, stuckAfterMs?: number): Promise<RecordCounts>;
+
+  /**
+   * Marks a half-done record as reported abandoned, once: true for exactly one caller across
+   * every process sharing the store, while the record is half done and its last claim ended
+   * at or before `endedBefore` (ms since the epoch); false otherwise (reported already,
+   * resumed, completed, deleted). A new claim of the key clears the mark. Optional, with `list`.
+   */
+  markAbandoned?(key: string, endedBefore: number): Promise<boolean>;
 
   // Optional hooks: what the module and the Terminus indicator ask of a store beyond its records,
   // so that neither knows any backend. Each is optional, for stores written before they existed

@@ -1,4 +1,5 @@
 export * from './idempotency.store';
+export * from './record-listing';
 export * from './memory/memory-idempotency.store';
 export * from './redis/redis-idempotency.store';
 export * from './postgres/postgres-idempotency.store';
