@@ -23,8 +23,9 @@ export interface SqsMessage {
  * Where a message's idempotency key comes from:
  * - a dotted path into its JSON body (`'paymentId'`, `'payment.id'`): the business id the
  *   producer put in it, the same on every send of the same operation;
- * - `{ attribute: name }`: a message attribute (a String or Number attribute's text; a Binary
- *   one's bytes as UTF-8), which the consumer must ask for (`messageAttributeNames`);
+ * - `{ attribute: name }`: a message attribute, which the consumer must ask for
+ *   (`messageAttributeNames`): a String or Number attribute's text, a Binary one's bytes in
+ *   base64, never a lossy UTF-8 decoding;
  * - a function of the message, for anything else (a system attribute, a header in the body).
  */
 export type SqsKeySource =
@@ -55,8 +56,18 @@ export function sqsKeyReader(source: SqsKeySource | undefined, where: string): S
     const attribute = message.MessageAttributes?.[name];
     if (!attribute) return undefined;
     if (attribute.StringValue !== undefined) return attribute.StringValue;
-    return attribute.BinaryValue && Buffer.from(attribute.BinaryValue).toString('utf8');
+    return attribute.BinaryValue && binaryKey(attribute.BinaryValue);
   };
+}
+
+/**
+ * The key of a Binary attribute: its bytes in base64 (as `kafkaMessageKey` keys a Buffer). A
+ * UTF-8 decoding would turn every byte sequence that is not valid UTF-8 into the same
+ * replacement character, so two ids (16-byte UUIDs) would share one key, and the second
+ * message would be deleted as the first's replay, its work never run.
+ */
+function binaryKey(bytes: Uint8Array): string {
+  return Buffer.from(bytes).toString('base64');
 }
 
 /**
