@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { MetadataScanner, type ModulesContainer, type Reflector } from '@nestjs/core';
+import type { ModulesContainer, Reflector } from '@nestjs/core';
 import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import {
   MESSAGE_MAPPING_METADATA,
@@ -40,8 +40,11 @@ const USE_INSTEAD =
  * on a method of a provider that is not a GraphQL resolver's (a BullMQ processor, an `@OnEvent`
  * listener, a `@Cron` method, an `@SqsMessageHandler`: their frameworks call the method
  * directly), on a provider class that is not a resolver, and on a controller method that is
- * neither a route, a message or event pattern nor a gRPC method. Provider methods of frameworks
- * that do run interceptors on them (see {@link INTERCEPTED_HANDLER_KEYS}) are left alone. An app
+ * neither a route, a message or event pattern nor a gRPC method, and on a method named by a
+ * symbol. A provider built by `useFactory` or `useValue` is checked as its instance's class; a
+ * class that is a controller in any module, as a controller. The methods of frameworks that do
+ * run interceptors on them (see {@link INTERCEPTED_HANDLER_KEYS}) are left alone, and only
+ * those: the other methods of their class are checked as any provider's. An app
  * whose own subclass of the interceptor overrides getAdapter() may support contexts this package
  * does not know: it gets a warning instead of the refusal.
  *
@@ -49,26 +52,34 @@ const USE_INSTEAD =
  */
 export function refuseUninterceptedMethods(modules: ModulesContainer, reflector: Reflector): void {
   const problems: string[] = [];
-  const seen = new Set<object>();
-  const scanner = new MetadataScanner();
+  // A class that is a controller anywhere is checked as one, even where a module scanned
+  // before lists it as a provider.
+  const controllers = new Set<ClassLike>();
   for (const module of modules.values()) {
-    for (const { metatype } of module.controllers.values()) {
-      if (typeof metatype !== 'function' || seen.has(metatype)) continue;
-      seen.add(metatype);
-      for (const [name, handler] of methods(scanner, metatype)) {
-        if (!marked(reflector, handler) || isHandler(handler) || isInterceptedElsewhere(handler)) {
-          continue;
-        }
+    for (const wrapper of module.controllers.values()) {
+      const type = classOf(wrapper);
+      if (type) controllers.add(type);
+    }
+  }
+  for (const metatype of controllers) {
+    for (const [name, handler] of methods(metatype)) {
+      if (!marked(reflector, handler) || isInterceptedElsewhere(handler)) continue;
+      if (typeof name === 'symbol') problems.push(symbolProblem(metatype, name));
+      else if (!isHandler(handler)) {
         problems.push(
           `@Idempotent() on ${metatype.name}.${name} does nothing: it is not a route, a message ` +
             'or event pattern, nor a gRPC method, so Nest never runs it through an interceptor.',
         );
       }
     }
-    for (const { metatype } of module.providers.values()) {
-      if (typeof metatype !== 'function' || !metatype.prototype || seen.has(metatype)) continue;
-      seen.add(metatype);
-      problems.push(...providerProblems(reflector, scanner, metatype as ClassLike));
+  }
+  const seen = new Set<ClassLike>(controllers);
+  for (const module of modules.values()) {
+    for (const wrapper of module.providers.values()) {
+      const type = classOf(wrapper);
+      if (!type || seen.has(type)) continue;
+      seen.add(type);
+      problems.push(...providerProblems(reflector, type));
     }
   }
   if (problems.length === 0) return;
@@ -83,31 +94,54 @@ export function refuseUninterceptedMethods(modules: ModulesContainer, reflector:
 
 interface ClassLike {
   name: string;
-  prototype: Record<string, unknown>;
+  prototype: object;
 }
 
-function providerProblems(
-  reflector: Reflector,
-  scanner: MetadataScanner,
-  metatype: ClassLike,
-): string[] {
-  const handlers = methods(scanner, metatype);
+/** What is read of Nest's InstanceWrapper (a provider or controller of a module). */
+interface Wrapper {
+  metatype: unknown;
+  instance: unknown;
+  /** A provider built by `useFactory` (its metatype is the factory) or `useValue` (none). */
+  isNotMetatype: boolean;
+}
+
+/**
+ * The class whose methods a provider or controller has: its metatype for a class provider; for
+ * one built by `useFactory` (whose metatype is the factory) or `useValue` (none), the class of
+ * the instance Nest holds, as it is by the time modules are initialised.
+ */
+function classOf({ metatype, instance, isNotMetatype }: Wrapper): ClassLike | undefined {
+  const type: unknown = !isNotMetatype
+    ? metatype
+    : typeof instance === 'object' && instance !== null
+      ? instance.constructor
+      : undefined;
+  if (typeof type !== 'function' || type === Object) return undefined;
+  const { prototype } = type as { prototype?: unknown };
+  return typeof prototype === 'object' && prototype !== null ? (type as ClassLike) : undefined;
+}
+
+function providerProblems(reflector: Reflector, metatype: ClassLike): string[] {
+  const handlers = methods(metatype);
   const isResolver = handlers.some(([, handler]) => isResolverMethod(handler));
-  if (handlers.some(([, handler]) => isInterceptedElsewhere(handler))) return [];
+  // Those methods run through interceptors; the class's others are checked as any provider's.
+  const intercepted = handlers.some(([, handler]) => isInterceptedElsewhere(handler));
   const problems: string[] = [];
   const where = isResolver
     ? 'is not a query, mutation, subscription or field of the resolver'
     : `is a method of a provider: Nest calls it directly, without interceptors (a BullMQ ` +
       'processor, an @OnEvent listener, a @Cron method, an @SqsMessageHandler...)';
-  if (!isResolver && marked(reflector, metatype)) {
+  if (!isResolver && !intercepted && marked(reflector, metatype)) {
     problems.push(
       `@Idempotent() on ${metatype.name} does nothing: it is a provider, not a controller or a ` +
         'GraphQL resolver, and Nest calls its methods directly, without interceptors.',
     );
   }
   for (const [name, handler] of handlers) {
-    if (!marked(reflector, handler)) continue;
-    if (!isResolverMethod(handler)) {
+    if (!marked(reflector, handler) || isInterceptedElsewhere(handler)) continue;
+    if (typeof name === 'symbol') {
+      problems.push(symbolProblem(metatype, name));
+    } else if (!isResolverMethod(handler)) {
       problems.push(`@Idempotent() on ${metatype.name}.${name} does nothing: it ${where}.`);
     } else if (!MADE_IDEMPOTENT.includes(Reflect.getMetadata(RESOLVER_TYPE_METADATA, handler))) {
       // A query or field resolver: passed untouched (a subscription is refused on its own).
@@ -121,12 +155,33 @@ function providerProblems(
   return problems;
 }
 
-/** The methods of a class (inherited ones too) by name. */
-function methods(scanner: MetadataScanner, metatype: ClassLike): [string, object][] {
-  return scanner
-    .getAllMethodNames(metatype.prototype)
-    .map((name): [string, unknown] => [name, metatype.prototype[name]])
-    .filter((entry): entry is [string, object] => typeof entry[1] === 'function');
+/** Nest (routes, patterns, resolvers, gateways) finds handlers by their string names only. */
+function symbolProblem(metatype: ClassLike, name: symbol): string {
+  return (
+    `@Idempotent() on ${metatype.name}[${String(name)}] does nothing: it is named by a symbol, ` +
+    'and Nest finds routes, patterns and resolvers by their string names only, so it never runs ' +
+    'it through an interceptor.'
+  );
+}
+
+/**
+ * The methods of a class, inherited ones too, by name, symbols included (MetadataScanner lists
+ * string names only, so a method named by a symbol went unchecked); accessors are not read.
+ */
+function methods(metatype: ClassLike): [string | symbol, object][] {
+  const found = new Map<string | symbol, object>();
+  for (
+    let prototype: object | null = metatype.prototype;
+    prototype && prototype !== Object.prototype;
+    prototype = Reflect.getPrototypeOf(prototype)
+  ) {
+    for (const name of Reflect.ownKeys(prototype)) {
+      if (name === 'constructor' || found.has(name)) continue;
+      const { value } = Reflect.getOwnPropertyDescriptor(prototype, name) ?? {};
+      if (typeof value === 'function') found.set(name, value as object);
+    }
+  }
+  return [...found];
 }
 
 /** `@Idempotent()` (not `@Idempotent(false)`) on a class or a method. */

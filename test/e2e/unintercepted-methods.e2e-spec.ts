@@ -2,6 +2,7 @@ import {
   Controller,
   Injectable,
   Logger,
+  Module,
   type ModuleMetadata,
   Post,
   SetMetadata,
@@ -138,6 +139,56 @@ class RabbitHandlers {
   }
 }
 
+/** Other methods of those classes: no framework runs them through an interceptor. */
+@Injectable()
+class ChatGatewayWithListener {
+  @SetMetadata('websockets:message_mapping', true)
+  @SetMetadata('message', 'say')
+  @Idempotent()
+  say() {
+    return 'said';
+  }
+
+  @SetMetadata('EVENT_LISTENER_METADATA', [{ event: 'chat.closed' }])
+  @Idempotent()
+  async onClosed(): Promise<void> {}
+}
+
+@Injectable()
+class RabbitHandlersWithHelper {
+  @SetMetadata(Symbol('RABBIT_HANDLER'), { type: 'subscribe', queue: 'orders' })
+  @Idempotent()
+  onOrder() {
+    return this.charge();
+  }
+
+  @Idempotent()
+  charge() {
+    return 'charged';
+  }
+}
+
+const CHARGE = Symbol('charge');
+
+@Injectable()
+class SymbolBilling {
+  @Idempotent()
+  async [CHARGE](): Promise<void> {}
+}
+
+/** A controller whose class another module (scanned first) also lists as a provider. */
+@Controller('refunds')
+class RefundsController {
+  @Post()
+  @Idempotent()
+  create() {
+    return 1;
+  }
+}
+
+@Module({ controllers: [RefundsController] })
+class RefundsModule {}
+
 /** A subclass that teaches the interceptor a context type of its own. */
 @Injectable()
 class CustomContexts extends IdempotencyInterceptor {
@@ -185,6 +236,46 @@ describe('@Idempotent() where Nest runs no interceptor', () => {
     await expect(boot({ providers: [Billing, Invoicing] })).rejects.toThrow(
       /Billing\.charge[\s\S]*Invoicing does nothing/,
     );
+  });
+
+  it('is refused on a provider built by useFactory or useValue, as on its class', async () => {
+    const factory = { provide: 'billing', useFactory: () => new Billing() };
+    await expect(boot({ providers: [factory] })).rejects.toThrow(
+      '@Idempotent() on Billing.charge does nothing: it is a method of a provider',
+    );
+    const value = { provide: 'billing', useValue: new Billing() };
+    await expect(boot({ providers: [value] })).rejects.toThrow(
+      '@Idempotent() on Billing.charge does nothing: it is a method of a provider',
+    );
+    const async = { provide: 'invoicing', useFactory: async () => new Invoicing() };
+    await expect(boot({ providers: [async] })).rejects.toThrow(
+      '@Idempotent() on Invoicing does nothing: it is a provider',
+    );
+  });
+
+  it('is refused on a method named by a symbol', async () => {
+    await expect(boot({ providers: [SymbolBilling] })).rejects.toThrow(
+      '@Idempotent() on SymbolBilling[Symbol(charge)] does nothing',
+    );
+  });
+
+  it("is refused on a gateway's or a RabbitMQ handler's other methods, not on the handlers", async () => {
+    const refusal = await boot({
+      providers: [ChatGatewayWithListener, RabbitHandlersWithHelper],
+    }).then(
+      () => 'booted',
+      (error: Error) => error.message,
+    );
+    expect(refusal).toMatch(
+      /ChatGatewayWithListener\.onClosed does nothing[\s\S]*RabbitHandlersWithHelper\.charge does nothing/,
+    );
+    expect(refusal).not.toMatch(/\.say |\.onOrder /);
+  });
+
+  it('boots a controller whose class a module scanned before lists as a provider', async () => {
+    await expect(
+      boot({ providers: [RefundsController], imports: [RefundsModule] }),
+    ).resolves.toBeUndefined();
   });
 
   it('boots where an interceptor runs, or where @Idempotent(false) opts out', async () => {
