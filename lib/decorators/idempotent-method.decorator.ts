@@ -35,9 +35,8 @@ export function IdempotentMethod<A extends unknown[]>(options: IdempotentMethodO
     if (typeof method !== 'function') {
       throw new TypeError('@IdempotentMethod() goes on a method, with a `key` function');
     }
-    checkMethodOptions(options);
+    const { key, fingerprint, scope, ...rest } = checkMethodOptions(options);
     Inject(IdempotencyService)(target, SERVICE);
-    const { key, fingerprint, scope, ...rest } = options;
     const runScope = scope ?? `${target.constructor.name}.${String(name)}`;
     const wrapped = async function (this: { [SERVICE]?: IdempotencyService }, ...args: A) {
       const service = this[SERVICE];

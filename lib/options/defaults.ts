@@ -4,6 +4,8 @@ import type {
   IdempotencyOptions,
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
+import { FACTORY_OPTION_NAMES } from './known-names';
+import { ownOptions } from './own-options';
 
 /** Defaults of every route option. */
 export const DEFAULT_OPTIONS: ResolvedIdempotencyOptions = {
@@ -53,12 +55,15 @@ export const DURATION_OPTIONS: readonly IdempotencyDurationOption[] = [
 export type WithDurations<T> = Omit<T, IdempotencyDurationOption> &
   Partial<Record<IdempotencyDurationOption, number>>;
 
-/** Merges route options over defaults, ignoring `undefined` values; normalises header names. */
+/**
+ * Merges route options over defaults, ignoring `undefined` values; normalises header names.
+ * Every option name is an own property of the result (see `ownOptions`).
+ */
 export function mergeOptions<T extends ResolvedIdempotencyOptions>(
   base: T,
   ...overrides: (IdempotencyOptions | undefined)[]
 ): T {
-  const merged: T = { ...base };
+  const merged: T = ownOptions(base, FACTORY_OPTION_NAMES);
   for (const override of overrides) {
     for (const [name, value] of Object.entries(override ?? {})) {
       if (value !== undefined) (merged as Record<string, unknown>)[name] = value;

@@ -3,6 +3,7 @@ export * from './duration';
 export * from './known-names';
 export * from './module-options';
 export * from './option-names';
+export * from './own-options';
 export * from './route-options';
 export * from './run-options';
 export * from './secret-strength';

@@ -245,27 +245,6 @@ export const STEP_OPTION_NAMES: OptionNames = {
 };
 
 /**
- * The options held by `given` as a plain object: as it is when it is one; else (a config class
- * whose getters read the environment, an object built on a prototype of defaults) every known
- * name it answers to, read through getters and prototypes, and its own other names, which the
- * name check then refuses. A spread or `Object.keys` would drop what a prototype holds, and the
- * module would boot on its defaults (plaintext where `encryption` was asked for).
- */
-export function plainOptions<T extends object>(
-  given: T,
-  names: OptionNames = ROOT_OPTION_NAMES,
-): T {
-  const prototype: unknown = Object.getPrototypeOf(given);
-  if (prototype === Object.prototype || prototype === null) return given;
-  const plain: Record<string, unknown> = {};
-  for (const name of names.known) {
-    if (name in given) plain[name] = (given as Record<string, unknown>)[name];
-  }
-  for (const [name, value] of Object.entries(given)) plain[name] ??= value;
-  return plain as T;
-}
-
-/**
  * Throws a TypeError (`<where>: unknown option ...`) unless every own name of `given` is one
  * `names` takes: a misspelt or misplaced option fails where it was set, never ignored.
  */

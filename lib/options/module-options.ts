@@ -10,9 +10,9 @@ import {
   assertKnownNames,
   FACTORY_OPTION_NAMES,
   LOCAL_REPLAY_CACHE_OPTION_NAMES,
-  plainOptions,
   ROOT_OPTION_NAMES,
 } from './known-names';
+import { ownOptions, plainOptions } from './own-options';
 import { validateOptions } from './route-options';
 import { checkEncryptionOption, secretProblem } from './secrets';
 
@@ -163,7 +163,7 @@ function resolveLocalReplayCache(given: unknown): false | LocalReplayCacheSettin
 export function resolveModuleOptions(given: IdempotencyModuleOptions): ResolvedModuleOptions {
   // forRoot() checks its argument itself: what reaches here unchecked came from a factory.
   assertOptionsObject(given, 'forRootAsync');
-  const plain = plainOptions(given, FACTORY_OPTION_NAMES);
+  const plain = ownOptions(given, FACTORY_OPTION_NAMES);
   assertKnownNames(plain, FACTORY_OPTION_NAMES, 'IdempotencyModule');
   const options = validateOptions(plain, 'IdempotencyModule');
   validateModuleOptions(options);

@@ -6,12 +6,8 @@ import {
 import type { IdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { DURATION_OPTIONS, type WithDurations } from './defaults';
 import { parseDuration } from './duration';
-import {
-  assertKnownNames,
-  nestedNamesProblem,
-  plainOptions,
-  ROUTE_OPTION_NAMES,
-} from './known-names';
+import { assertKnownNames, nestedNamesProblem, ROUTE_OPTION_NAMES } from './known-names';
+import { ownOptions } from './own-options';
 
 const ALGORITHMS = ['brotli', 'gzip', 'deflate'];
 const LEVELS: Record<string, [number, number]> = { brotli: [0, 11], gzip: [1, 9], deflate: [1, 9] };
@@ -53,7 +49,7 @@ export function resolveRouteOptions(
   given: IdempotencyOptions,
   where: string,
 ): WithDurations<IdempotencyOptions> {
-  const plain = plainOptions(given, ROUTE_OPTION_NAMES);
+  const plain = ownOptions(given, ROUTE_OPTION_NAMES);
   assertKnownNames(plain, ROUTE_OPTION_NAMES, where);
   return validateOptions(plain, where);
 }
@@ -198,12 +194,15 @@ export function validateOptions<T extends IdempotencyOptions>(
   return options;
 }
 
-/** A copy of `options` with each duration string turned into milliseconds. */
+/**
+ * A copy of `options` with each duration string turned into milliseconds, every route option an
+ * own property (run() and step() options are checked here too, by every route option's rule).
+ */
 function resolveDurations<T extends IdempotencyOptions>(
   options: T,
   fail: (message: string) => never,
 ): WithDurations<T> {
-  const resolved = { ...options } as WithDurations<T>;
+  const resolved = ownOptions(options, ROUTE_OPTION_NAMES) as WithDurations<T>;
   for (const name of DURATION_OPTIONS) {
     const value = options[name];
     if (typeof value !== 'string') continue;

@@ -2,6 +2,7 @@ import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-optio
 import type {
   IdempotencyRunOptions,
   IdempotencyStepOptions,
+  IdempotentMethodOptions,
 } from '../interfaces/idempotency-run-options.interface';
 import {
   assertKnownNames,
@@ -9,6 +10,7 @@ import {
   RUN_OPTION_NAMES,
   STEP_OPTION_NAMES,
 } from './known-names';
+import { ownOptions } from './own-options';
 import { validateOptions } from './route-options';
 
 /** The scope of a run() call that sets none. */
@@ -48,10 +50,10 @@ export interface ResolvedRunOptions {
  *   "<where>: scope must be a non-empty string", "<where> (<scope>): lockTtl must be ..."
  */
 export function resolveRunOptions(given: unknown, where: string): ResolvedRunOptions {
-  const options = (given ?? {}) as IdempotencyRunOptions;
-  if (typeof options !== 'object' || Array.isArray(options)) {
+  if (typeof (given ?? {}) !== 'object' || Array.isArray(given)) {
     throw new TypeError(`${where}: options must be an object, got ${describe(given)}`);
   }
+  const options = ownOptions((given ?? {}) as IdempotencyRunOptions, RUN_OPTION_NAMES);
   assertKnownNames(options, RUN_OPTION_NAMES, where);
   const { scope = DEFAULT_RUN_SCOPE, fingerprint, ...rest } = options;
   if (typeof scope !== 'string' || scope === '') {
@@ -70,15 +72,19 @@ export function resolveRunOptions(given: unknown, where: string): ResolvedRunOpt
  * values run() would refuse on every call. `key` and `fingerprint` must be functions of the
  * method's arguments.
  *
+ * @returns the options as their own properties (see `ownOptions`), for the decorator to read
  * @throws TypeError `@IdempotentMethod(): ...`
  */
-export function checkMethodOptions(given: unknown): void {
+export function checkMethodOptions<A extends unknown[]>(
+  given: IdempotentMethodOptions<A>,
+): IdempotentMethodOptions<A> {
   const where = '@IdempotentMethod()';
   if (typeof given !== 'object' || given === null || Array.isArray(given)) {
     throw new TypeError(`${where} takes options with a \`key\` function, got ${describe(given)}`);
   }
-  assertKnownNames(given, METHOD_OPTION_NAMES, where);
-  const { key, fingerprint, ...rest } = given as Record<string, unknown>;
+  const options = ownOptions(given, METHOD_OPTION_NAMES);
+  assertKnownNames(options, METHOD_OPTION_NAMES, where);
+  const { key, fingerprint, ...rest } = options;
   if (typeof key !== 'function') {
     throw new TypeError(`${where} goes on a method, with a \`key\` function`);
   }
@@ -88,6 +94,7 @@ export function checkMethodOptions(given: unknown): void {
     );
   }
   resolveRunOptions(rest, where);
+  return options;
 }
 
 /**
@@ -102,8 +109,9 @@ export function checkStepOptions(given: unknown, where: string): IdempotencyStep
   if (typeof given !== 'object' || given === null || Array.isArray(given)) {
     throw new TypeError(`${where}: options must be an object, got ${describe(given)}`);
   }
-  assertKnownNames(given, STEP_OPTION_NAMES, where);
-  return validateOptions(given as IdempotencyStepOptions, where);
+  const options = ownOptions(given as IdempotencyStepOptions, STEP_OPTION_NAMES);
+  assertKnownNames(options, STEP_OPTION_NAMES, where);
+  return validateOptions(options, where);
 }
 
 function describe(value: unknown): string {

@@ -36,11 +36,12 @@ export function IdempotentSqsMessage(options: IdempotentSqsOptions = {}) {
     if (typeof method !== 'function') {
       throw new TypeError('@IdempotentSqsMessage() goes on a method that handles an SQS message');
     }
-    const scope = options.scope ?? `${target.constructor.name}.${String(name)}`;
     const runner = new SqsMessageRunner<SqsMessage>(
-      { ...options, scope },
+      options,
       '@IdempotentSqsMessage()',
+      `${target.constructor.name}.${String(name)}`,
     );
+    const { scope } = runner;
     Inject(IdempotencyService)(target, SERVICE);
     const wrapped = function (
       this: { [SERVICE]?: IdempotencyService },

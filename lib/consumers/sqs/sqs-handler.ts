@@ -8,6 +8,7 @@ import {
   assertKnownNames,
   namesOf,
   type OptionNames,
+  ownOptions,
   resolveRunOptions,
   RUN_OPTION_NAMES,
 } from '../../options';
@@ -87,19 +88,27 @@ export class SqsMessageRunner<M extends SqsMessage> {
 
   /**
    * @param where what option errors start with, e.g. `'@IdempotentSqsMessage()'`
+   * @param defaultScope the scope when the options set none
    * @throws TypeError for options run() would refuse, and a key that is not a source
    */
-  constructor(options: IdempotentSqsOptions, where: string) {
-    assertKnownNames(options, SQS_OPTION_NAMES, where);
-    const { key, fingerprint, ...runOptions } = options;
+  constructor(options: IdempotentSqsOptions, where: string, defaultScope?: string) {
+    const own = ownOptions(options, SQS_OPTION_NAMES);
+    assertKnownNames(own, SQS_OPTION_NAMES, where);
+    const { key, fingerprint, ...runOptions } = own;
     this.read = sqsKeyReader(key, where);
     this.hasSource = key !== undefined;
     if (fingerprint !== undefined && typeof fingerprint !== 'function') {
       throw new TypeError(`${where}: fingerprint must be a function of the message`);
     }
     this.fingerprint = fingerprint;
+    runOptions.scope ??= defaultScope;
     resolveRunOptions(runOptions, where);
     this.runOptions = runOptions;
+  }
+
+  /** The scope the messages' records are in. */
+  get scope(): string | undefined {
+    return this.runOptions.scope;
   }
 
   /** Handles what sqs-consumer passed: one message, or a batch. */
@@ -122,7 +131,7 @@ export class SqsMessageRunner<M extends SqsMessage> {
     if (fallback && !this.warnedFallback) {
       this.warnedFallback = true;
       this.logger.warn(
-        `${this.runOptions.scope}: message ${message.MessageId} has no key where the ` +
+        `${this.scope}: message ${message.MessageId} has no key where the ` +
           'option `key` says: keyed by its MessageId, which a producer retrying the send changes',
       );
     }
@@ -166,7 +175,7 @@ export class SqsMessageRunner<M extends SqsMessage> {
           } catch (error) {
             const held = lane.length - index - 1;
             this.logger.warn(
-              `${this.runOptions.scope}: message ${message.MessageId} failed ` +
+              `${this.scope}: message ${message.MessageId} failed ` +
                 `(${describe(error)}); left on the queue for a later delivery` +
                 (held > 0 ? `, with the ${held} after it in its message group` : ''),
             );
@@ -212,12 +221,16 @@ export function idempotentSqsHandler<M extends SqsMessage>(
   handle: (message: M) => unknown,
   options: IdempotentSqsOptions & { scope: string },
 ): IdempotentSqsHandler<M> {
-  if (typeof options?.scope !== 'string' || options.scope === '') {
+  const own =
+    typeof options === 'object' && options !== null
+      ? ownOptions(options, SQS_OPTION_NAMES)
+      : undefined;
+  if (typeof own?.scope !== 'string' || own.scope === '') {
     throw new TypeError(
       "idempotentSqsHandler: options.scope is required (the queue's or the handler's name, e.g. " +
         "'payments'): two handlers with the same scope share their records",
     );
   }
-  const runner = new SqsMessageRunner<M>(options, 'idempotentSqsHandler');
+  const runner = new SqsMessageRunner<M>(own, 'idempotentSqsHandler');
   return ((input: M | M[]) => runner.handle(idempotency, input, handle)) as IdempotentSqsHandler<M>;
 }
