@@ -35,6 +35,7 @@ import { principalId, tenantId } from '../utils/principal';
 import { withTimeout } from '../utils/timeout';
 import { ClaimedHandler, type RouteClaim } from './claimed-handler';
 import { MissingModuleStore, ModuleMissing } from './module-missing';
+import { claimedFurtherIn } from './body-readers';
 import { RequestIdentity } from './request-identity';
 import { retryAfter, Route, routeIdentity, routeName, RouteResolver } from './route-resolver';
 import { GlobalSerializers } from './serializers';
@@ -111,7 +112,10 @@ export class IdempotencyInterceptor
     const options = this.getRouteOptions(context);
     if (!options?.enabled) return next.handle();
     const adapter = this.getAdapter(context);
-    if (adapter?.bypass?.(context)) return next.handle();
+    // A module-less instance never defers: its route may predate the claim point's binding.
+    if (adapter?.bypass?.(context) || (!this.missing && claimedFurtherIn(context, this))) {
+      return next.handle();
+    }
     const handler = route?.name ?? routeName(context.getClass(), context.getHandler());
     const unsupported = adapter
       ? adapter.unsupported(context)
