@@ -41,8 +41,11 @@ export interface IdempotencyContextAdapter {
    */
   principal?(context: ExecutionContext): unknown;
 
-  /** A hash of what makes this request this request (method, path, payload...). */
-  fingerprint(context: ExecutionContext): string;
+  /**
+   * A hash of what makes this request this request (method, path, payload...). It throws (or
+   * rejects) an IdempotencyError when the payload cannot be read: never the same as another.
+   */
+  fingerprint(context: ExecutionContext): string | Promise<string>;
 
   /**
    * What the request is sent to, as the parts a fingerprint starts with: HTTP method and path

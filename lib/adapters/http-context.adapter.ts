@@ -21,6 +21,7 @@ import { requestPrincipal } from '../utils/principal';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import { respondsItself, SSE_METADATA } from '../utils/nest-metadata';
 import type { IdempotencyContextAdapter, IdempotencyOutcome } from './context-adapter';
+import { isMultipart, multipartFingerprint, type MultipartRequestLike } from './multipart';
 
 /** Media type of RFC 9457 problem details in JSON. */
 const PROBLEM_JSON = 'application/problem+json';
@@ -36,13 +37,13 @@ const OUTCOMES: Record<IdempotencyErrorCode, IdempotencyOutcome> = {
   [IdempotencyErrorCode.RecordUnreadable]: 'record-unreadable',
 };
 
-interface HttpRequestLike {
+interface HttpRequestLike extends MultipartRequestLike {
   method: string;
   url: string;
   originalUrl?: string;
   headers: Record<string, string | string[] | undefined>;
   rawHeaders?: string[];
-  raw?: { rawHeaders?: string[] };
+  raw?: { rawHeaders?: string[]; readableEnded?: boolean };
   body?: unknown;
   /** Express: the route that matched. */
   route?: { path?: unknown };
@@ -88,12 +89,15 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     return requestPrincipal(context.switchToHttp().getRequest<HttpRequestLike>());
   }
 
-  fingerprint(context: ExecutionContext): string {
+  fingerprint(context: ExecutionContext): string | Promise<string> {
     const request = context.switchToHttp().getRequest<HttpRequestLike>();
+    const parts = [request.method, request.originalUrl ?? request.url];
+    // A multipart body is parsed by a route interceptor (FileInterceptor), which runs before the
+    // claim (see hoistInterceptor); its parts are read once parsed, and never taken as the same.
+    if (isMultipart(request)) return multipartFingerprint(parts, request);
     // Only what a body parser read is part of it: on Express, register one for other types
     // (`app.useBodyParser('text')`), or same-key requests with other bodies replay.
-    const body = request.body;
-    return fingerprint([request.method, request.originalUrl ?? request.url], body);
+    return fingerprint(parts, request.body);
   }
 
   target(context: ExecutionContext): string[] {

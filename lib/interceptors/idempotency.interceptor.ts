@@ -7,6 +7,7 @@ import {
   Logger,
   NestInterceptor,
   BeforeApplicationShutdown,
+  OnApplicationBootstrap,
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
@@ -26,13 +27,15 @@ import {
 } from '../errors/idempotency.errors';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
-import type { ResolvedModuleOptions } from '../options';
+import { resolveModuleOptions, type ResolvedModuleOptions } from '../options';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { isPromise } from '../utils/is-promise';
 import { parseIdempotencyKey } from '../utils/key';
 import { principalId, tenantId } from '../utils/principal';
 import { withTimeout } from '../utils/timeout';
 import { ClaimedHandler, type RouteClaim } from './claimed-handler';
+import { MissingModuleStore, ModuleMissing } from './module-missing';
+import { claimedFurtherIn } from './body-readers';
 import { RequestIdentity } from './request-identity';
 import { retryAfter, Route, routeIdentity, routeName, RouteResolver } from './route-resolver';
 import { GlobalSerializers } from './serializers';
@@ -52,7 +55,9 @@ const handling = new WeakSet<ExecutionContext>();
  * steps aside.
  */
 @Injectable()
-export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicationShutdown {
+export class IdempotencyInterceptor
+  implements NestInterceptor, OnApplicationBootstrap, BeforeApplicationShutdown
+{
   protected readonly logger = new Logger('Idempotency');
   private readonly adapters: Partial<
     Record<ContextType | 'graphql' | 'grpc', IdempotencyContextAdapter>
@@ -63,19 +68,32 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
   private readonly identity: RequestIdentity;
   private readonly handlers: ClaimedHandler;
 
+  protected readonly store: IdempotencyStore;
+  protected readonly options: ResolvedModuleOptions;
+  /** Set when Nest built this interceptor without IdempotencyModule (see ModuleMissing). */
+  private readonly missing?: ModuleMissing;
+
+  /**
+   * `store` and `options` come from IdempotencyModule. Without it (a controller's own test, an
+   * app that forgot the module) they are undefined: the routes then serve requests without a key
+   * and refuse those carrying one (see {@link ModuleMissing}).
+   */
   constructor(
-    protected readonly store: IdempotencyStore,
-    @Inject(IDEMPOTENCY_OPTIONS)
-    protected readonly options: ResolvedModuleOptions,
+    @Optional() @Inject(IdempotencyStore) store: IdempotencyStore | undefined,
+    @Optional() @Inject(IDEMPOTENCY_OPTIONS) options: ResolvedModuleOptions | undefined,
     protected readonly reflector: Reflector,
     adapterHost: HttpAdapterHost,
     @Optional() moduleRef?: ModuleRef,
   ) {
+    if (!store || !options) this.missing = new ModuleMissing(this.logger, reflector, moduleRef);
+    // The defaults forRoot() has, so that routes resolve and their keys are read as with it.
+    this.store = store ?? new MissingModuleStore();
+    this.options = options ?? resolveModuleOptions({});
     this.adapters = { http: new HttpContextAdapter(adapterHost) };
     this.serializers = new GlobalSerializers(moduleRef);
     const isBase = this.constructor === IdempotencyInterceptor;
-    this.routes = new RouteResolver(reflector, options, IdempotencyInterceptor, isBase);
-    this.core = new ClaimCore(store, options, this.logger, moduleRef);
+    this.routes = new RouteResolver(reflector, this.options, IdempotencyInterceptor, isBase);
+    this.core = new ClaimCore(this.store, this.options, this.logger, moduleRef);
     this.identity = new RequestIdentity(this.core.events);
     this.handlers = new ClaimedHandler(this.core, this.serializers);
   }
@@ -94,7 +112,10 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
     const options = this.getRouteOptions(context);
     if (!options?.enabled) return next.handle();
     const adapter = this.getAdapter(context);
-    if (adapter?.bypass?.(context)) return next.handle();
+    // A module-less instance never defers: its route may predate the claim point's binding.
+    if (adapter?.bypass?.(context) || (!this.missing && claimedFurtherIn(context, this))) {
+      return next.handle();
+    }
     const handler = route?.name ?? routeName(context.getClass(), context.getHandler());
     const unsupported = adapter
       ? adapter.unsupported(context)
@@ -115,6 +136,11 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
       this.settleRejected(context, source, error);
       throw adapter.toException(context, error, options);
     }
+  }
+
+  /** Warns when the app has `@Idempotent()` routes but not IdempotencyModule (see ModuleMissing). */
+  onApplicationBootstrap(): void {
+    this.missing?.warnAtBoot();
   }
 
   /**
@@ -239,6 +265,7 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
     // Only the HTTP header is an RFC 8941 structured field; other keys are taken as they are.
     const header = !options.key && ['http', 'graphql'].includes(context.getType());
     const key = parseIdempotencyKey(raw, options.maxKeyLength, header);
+    if (this.missing) throw this.missing.refuse(handler);
     this.serializers.check(context); // before anything runs or is stored
     let scope = this.getScope(context, handler, options, source.route);
     if (isPromise(scope)) scope = await scope;

@@ -1,5 +1,6 @@
 import { MetadataScanner, type ModulesContainer } from '@nestjs/core';
 import { INTERCEPTORS_METADATA, RESOLVER_TYPE_METADATA } from '../utils/nest-metadata';
+import { claimPoint, readsBody } from './body-readers';
 
 /**
  * Makes `interceptor` (bound by `@Idempotent()`) the outermost of the controller- and method-level
@@ -16,6 +17,13 @@ import { INTERCEPTORS_METADATA, RESOLVER_TYPE_METADATA } from '../utils/nest-met
  *   inner one sees the request already handled and steps aside;
  * - otherwise it goes first on each method that binds it.
  *
+ * Interceptors that read the body (multer's `FileInterceptor`, `FilesInterceptor`... of
+ * `@nestjs/platform-express`) come right after it, followed by the claim point: a multipart
+ * request met with its body unread is claimed there, once parsed, so that its fingerprint covers
+ * the fields and files the client sent (see `claimPoint`). Every other interceptor of the route
+ * comes after the claim point; a replay runs the readers (it parses the upload again) but none
+ * of them.
+ *
  * It rewrites metadata, so it must run before Nest reads it: during instance loading (the
  * module's constructor), which comes before routes and message handlers are registered.
  */
@@ -28,16 +36,27 @@ export function hoistInterceptor(
     bound === interceptor ||
     (typeof bound === 'function' && bound.prototype instanceof interceptor) ||
     bound instanceof interceptor;
-  // Its bindings first (the class's own, else the interceptor itself), then the others.
+  // `own` first, then the body readers and the claim point after them, then the others.
+  const ordered = (own: unknown[], bound: unknown[]) => {
+    const readers = bound.filter(readsBody);
+    const others = bound.filter((b) => !isIt(b) && !readsBody(b) && b !== claimPoint);
+    return [...own, ...readers, ...(readers.length > 0 ? [claimPoint] : []), ...others];
+  };
+  // Its bindings first (the class's own, else the interceptor itself).
   const first = (bound: unknown[]) => {
     const own = bound.filter(isIt);
-    return [...(own.length > 0 ? own : [interceptor]), ...bound.filter((b) => !isIt(b))];
+    return ordered(own.length > 0 ? own : [interceptor], bound);
   };
   for (const { metatype, handlers } of controllers(modules)) {
     const onClass = bindings(metatype);
     const onMethods = handlers.filter((handler) => bindings(handler).some(isIt));
     if (onClass.some(isIt) || (onClass.length > 0 && onMethods.length > 0)) {
       Reflect.defineMetadata(INTERCEPTORS_METADATA, first(onClass), metatype);
+      for (const handler of handlers) {
+        const bound = bindings(handler);
+        if (!bound.some(readsBody)) continue;
+        Reflect.defineMetadata(INTERCEPTORS_METADATA, ordered(bound.filter(isIt), bound), handler);
+      }
     } else {
       for (const handler of onMethods) {
         Reflect.defineMetadata(INTERCEPTORS_METADATA, first(bindings(handler)), handler);

@@ -10,6 +10,12 @@ import { withTimeout } from '../utils/timeout';
 import { describe, type OutcomeEvents } from '../core/outcome-events';
 import { isPromise } from '../utils/is-promise';
 
+/** What an app whose route refuses a body it cannot fingerprint can do. */
+const UNREADABLE_BODY_HINT =
+  "Keyed requests with such a body are refused (400): parse it before the claim (bind multer's " +
+  'FileInterceptor, FilesInterceptor... to the route), or set the route option `fingerprint` to ' +
+  'a function of what identifies the request (or false).';
+
 /** The most a route's own fingerprint may hash, in characters of its canonical form (1 MiB). */
 const MAX_CUSTOM_FINGERPRINT = 1024 * 1024;
 
@@ -45,11 +51,34 @@ export class RequestIdentity {
     handler: string,
   ): string | Promise<string> {
     const custom = options.fingerprint;
-    if (custom === true) return adapter.fingerprint(context);
+    if (custom === true) return this.adapterFingerprint(context, adapter, handler);
     const parts = options.keySpace === undefined ? [] : adapter.target(context);
     if (custom === false) return parts.length === 0 ? '' : fingerprint(parts, undefined);
     const hash = (value: unknown) => fingerprint(parts, value, MAX_CUSTOM_FINGERPRINT);
     return this.callHook(() => custom(context), hash, options, handler, 'fingerprint');
+  }
+
+  /**
+   * The adapter's fingerprint. A payload it cannot read (a multipart body nothing parsed before
+   * the claim) is refused (400), never taken for the same as another; the app hears why, once.
+   */
+  private adapterFingerprint(
+    context: ExecutionContext,
+    adapter: IdempotencyContextAdapter,
+    handler: string,
+  ): string | Promise<string> {
+    const refuse = (error: unknown): never => {
+      if (error instanceof IdempotencyKeyInvalidError) {
+        this.events.warnOnce(handler, `${error.message} ${UNREADABLE_BODY_HINT}`, 'body');
+      }
+      throw error;
+    };
+    try {
+      const result = adapter.fingerprint(context);
+      return isPromise(result) ? result.catch(refuse) : result;
+    } catch (error) {
+      return refuse(error);
+    }
   }
 
   /**

@@ -7,6 +7,14 @@
 
 /** `@UseInterceptors()` bindings, on a controller class or a handler. */
 export const INTERCEPTORS_METADATA = '__interceptors__';
+/** `@Inject()` on constructor parameters (`{ index, param }`), on the class. */
+export const SELF_DECLARED_DEPS_METADATA = 'self:paramtypes';
+/**
+ * The token multer's interceptors of `@nestjs/platform-express` (`FileInterceptor`,
+ * `FilesInterceptor`...) inject their module options by: how they are told apart, as `mixin()`
+ * gives each one a random class name.
+ */
+export const MULTER_MODULE_OPTIONS = 'MULTER_MODULE_OPTIONS';
 /** A route's path(s), on the controller class and on the handler. */
 export const PATH_METADATA = 'path';
 /** A route's HTTP method (a `RequestMethod` number), on the handler. */

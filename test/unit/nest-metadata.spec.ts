@@ -8,6 +8,8 @@ import {
   RESOLVER_REFERENCE_METADATA,
   RESOLVER_TYPE_METADATA,
 } from '@nestjs/graphql/dist/graphql.constants';
+import { FileInterceptor } from '@nestjs/platform-express';
+import { MULTER_MODULE_OPTIONS } from '@nestjs/platform-express/multer/files.constants';
 import * as ours from '../../lib/utils/nest-metadata';
 
 describe("Nest's private metadata keys", () => {
@@ -21,6 +23,7 @@ describe("Nest's private metadata keys", () => {
     'ROUTE_ARGS_METADATA',
     'RESPONSE_PASSTHROUGH_METADATA',
     'SSE_METADATA',
+    'SELF_DECLARED_DEPS_METADATA',
   ] as const)('%s is what @nestjs/common uses', (name) => {
     expect(ours[name]).toBe(common[name]);
   });
@@ -48,5 +51,11 @@ describe("Nest's private metadata keys", () => {
   it('EVENT_HANDLER and RESPONSE_PARAM_TYPES match the enums of Nest', () => {
     expect(ours.EVENT_HANDLER).toBe(PatternHandler.EVENT);
     expect(ours.RESPONSE_PARAM_TYPES).toEqual([RouteParamtypes.RESPONSE, RouteParamtypes.NEXT]);
+  });
+
+  it("MULTER_MODULE_OPTIONS is the token @nestjs/platform-express's FileInterceptor injects", () => {
+    expect(ours.MULTER_MODULE_OPTIONS).toBe(MULTER_MODULE_OPTIONS);
+    const deps = Reflect.getMetadata(common.SELF_DECLARED_DEPS_METADATA, FileInterceptor('file'));
+    expect(deps).toEqual([expect.objectContaining({ param: MULTER_MODULE_OPTIONS })]);
   });
 });

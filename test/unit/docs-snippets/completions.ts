@@ -147,6 +147,24 @@ class PgModule {}`,
   exports: [MY_REDIS_CLIENT],
 })
 class RedisModule {}`,
+  CatsService: `@Injectable()
+class CatsService {
+  create(cat: { name: string }): { name: string } {
+    return cat;
+  }
+}`,
+  CatsController: `@Controller('cats')
+class CatsController {
+  constructor(private readonly catsService: CatsService) {}
+
+  @Post()
+  @Idempotent()
+  create(@Body() cat: { name: string }): { name: string } {
+    return this.catsService.create(cat);
+  }
+}`,
+  CatsModule: `@Module({ controllers: [CatsController], providers: [CatsService] })
+class CatsModule {}`,
   app: `declare const app: INestApplication;`,
   client: `declare const client: ClientProxy;`,
   headers: `import { headers } from 'nats';`,
@@ -231,5 +249,16 @@ export const PAGES: Record<string, PageCompletions> = {
   },
   'docs/wait-mode.md': {
     blocks: [{ match: "@Idempotent({ onConflict: 'wait'", wrap: 'members' }],
+  },
+  // The globals of Jest, which `nest new` installs with its tests.
+  'docs/testing.md': {
+    prelude: `declare function describe(name: string, fn: () => void): void;
+declare function it(name: string, fn: () => Promise<void>): void;
+declare function beforeAll(fn: () => Promise<void>): void;
+declare function afterAll(fn: () => Promise<void>): void;
+declare function expect(actual: unknown): {
+  toBe(expected: unknown): void;
+  toEqual(expected: unknown): void;
+};`,
   },
 };
