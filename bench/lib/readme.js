@@ -76,7 +76,7 @@ function section(r) {
   out();
   out(
     "† Redis commands counted with `MONITOR` in sequential requests (the peers' clients have no counter); " +
-      "this library's lanes count what its store client sends (Redis commands, SQL statements) under load.",
+      "this library's and the floor's lanes count what their store client sends (Redis commands, SQL statements) under load.",
   );
   const floors = (r.versus ?? []).filter((p) => p.floor);
   if (floors.length) {
