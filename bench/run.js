@@ -107,6 +107,7 @@ async function main() {
   );
   const storeCpu = new StoreCpu({
     redisPid: redisServer.pid,
+    redis,
     postgresUrl: config.POSTGRES_URL,
     mysqlUrl: config.MYSQL_URL,
   });
