@@ -81,7 +81,12 @@ async function main() {
   const redis = new Redis(redisServer.url);
   // The run may end with redis-server stopped before this client: nothing to report then.
   redis.on('error', () => {});
-  let groups = GROUPS.filter((g) => !config.ONLY || config.ONLY.includes(g.name));
+  // --only names groups, or lanes (their ids, e.g. floor-run-redis) out of any group.
+  const only = (g, lane) =>
+    !config.ONLY || config.ONLY.includes(g.name) || config.ONLY.includes(lane.id);
+  let groups = GROUPS.map((g) => ({ ...g, lanes: g.lanes.filter((lane) => only(g, lane)) })).filter(
+    (g) => g.lanes.length,
+  );
   const lanesOf = (store) => groups.flatMap((g) => g.lanes).filter((lane) => lane.store === store);
   const sql = {
     postgres: await checkSql('postgres', config.POSTGRES_URL, lanesOf('postgres')),
@@ -102,6 +107,7 @@ async function main() {
   );
   const storeCpu = new StoreCpu({
     redisPid: redisServer.pid,
+    redis,
     postgresUrl: config.POSTGRES_URL,
     mysqlUrl: config.MYSQL_URL,
   });

@@ -167,6 +167,7 @@ module.exports = {
   variants,
   load,
   counters,
+  countStoreCalls,
   executed,
   moduleOptions,
   ready,

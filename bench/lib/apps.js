@@ -16,8 +16,10 @@ const SCRIPTS = {
       run: 'apps/runner.js',
     })[lane.kind],
   'node-idempotency': () => 'peer/app.js',
+  'node-idempotency-11': () => 'peer/app.js',
   nestarc: () => 'nestarc/app.js',
   powertools: () => 'powertools/runner.js',
+  floor: (lane) => (lane.kind === 'run' ? 'floor/runner.js' : 'floor/app.js'),
 };
 
 /**
@@ -42,6 +44,8 @@ async function startApp(lane, { redisUrl, postgresUrl, mysqlUrl, library, nodeBi
     ADAPTER: lane.kind === 'fastify' ? 'fastify' : 'express',
     DRIVER: lane.kind === 'mercurius' ? 'mercurius' : 'apollo',
     LOCAL_CACHE: lane.localCache ? '1' : '0',
+    // bench/peer/app.js loads its packages from this folder (bench/peer11: NestJS 11).
+    ...(lane.peerDir && { PEER_DIR: join(BENCH, lane.peerDir) }),
     ...(library && { LIBRARY: library }),
   };
   const script = join(BENCH, SCRIPTS[lane.library](lane));

@@ -26,7 +26,7 @@ module.exports = {
   WAIT_KEYS: num('BENCH_WAIT_KEYS', 200, 5),
   WAITERS: num('BENCH_WAITERS', 20, 5),
   WAIT_SETTLE_MS: num('BENCH_WAIT_SETTLE_MS', 30, 30),
-  /** Only these groups (--only=http,run or BENCH_ONLY). */
+  /** Only these groups or lanes (--only=http,floor-run-redis or BENCH_ONLY). */
   ONLY: list(option('only') ?? process.env.BENCH_ONLY),
   /** The handler with ~5 ms of simulated I/O beside the trivial one, on the HTTP peers' lanes. */
   IO: flag('io') || process.env.BENCH_IO === '1',

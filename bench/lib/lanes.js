@@ -26,8 +26,10 @@ const VARIANT = {
 const LIBRARY = {
   ours: 'nestjs-idempotency',
   'node-idempotency': '@node-idempotency/nestjs',
+  'node-idempotency-11': '@node-idempotency/nestjs',
   nestarc: '@nestarc/idempotency',
   powertools: 'Powertools makeIdempotent',
+  floor: 'the floor',
 };
 
 const ALL = ['first', 'replay', 'conflict', 'mismatch'];
@@ -40,12 +42,17 @@ function lane(group, kind, store, { library = 'ours', variant = [], scenarios, .
   const label = [
     library === 'ours' ? ENTRY[kind] : LIBRARY[library],
     extra.localCache ? (library === 'ours' ? ' (localReplayCache)' : ' (local cache on)') : '',
-    library === 'nestarc' ? `, ${ENTRY[kind]}` : '',
+    library === 'nestarc' || library === 'floor' ? `, ${ENTRY[kind]}` : '',
     library === 'node-idempotency' ? ' on NestJS 10' : '',
+    library === 'node-idempotency-11' ? ' on NestJS 11' : '',
     `, ${STORE[store]}`,
     ...variant.map((v) => `, ${VARIANT[v]}`),
   ].join('');
-  const plains = scenarios.some((s) => s.endsWith('16')) ? ['plain', 'plain16'] : ['plain'];
+  const plains = [
+    'plain',
+    ...(scenarios.some((s) => /\D1$/.test(s)) ? ['plain1'] : []),
+    ...(scenarios.some((s) => s.endsWith('16')) ? ['plain16'] : []),
+  ];
   return {
     id,
     group,
@@ -62,6 +69,9 @@ function lane(group, kind, store, { library = 'ours', variant = [], scenarios, .
 const ENTRY_POINTS = ['fastify', 'apollo', 'mercurius', 'grpc', 'tcp'];
 const RUN = ['first', 'replay', 'conflict', 'mismatch', 'first16', 'replay16'];
 const RUN_PEER = RUN.filter((s) => s !== 'mismatch');
+// HTTP at 1 and 16 in flight (connections), beside the 20 of the other scenarios: the paths
+// measured against the floor.
+const HTTP_1_16 = ['first1', 'replay1', 'first16', 'replay16'];
 
 /** The groups, in the order they run; `coverage` groups run fewer rounds. */
 const GROUPS = [
@@ -70,7 +80,7 @@ const GROUPS = [
     title: 'HTTP on Redis against the peers',
     lanes: [
       lane('http', 'express', 'redis', {
-        scenarios: withIo(['floor', ...ALL, 'mismatchLarge']),
+        scenarios: withIo(['floor', ...ALL, 'mismatchLarge', ...HTTP_1_16]),
         roundTrips: true,
         storedBytes: true,
         wait: true,
@@ -84,6 +94,21 @@ const GROUPS = [
       lane('http', 'express', 'redis', {
         library: 'node-idempotency',
         scenarios: withIo(ALL),
+        roundTrips: true,
+        storedBytes: true,
+      }),
+      // The same peer on the root's NestJS 11 (bench/peer11, its peer range overridden): the
+      // framework's share of the difference, measured.
+      lane('http', 'express', 'redis', {
+        library: 'node-idempotency-11',
+        peerDir: 'peer11',
+        scenarios: withIo(ALL),
+        roundTrips: true,
+      }),
+      // The floor (bench/floor): the least work a fenced layer must do on this path.
+      lane('http', 'express', 'redis', {
+        library: 'floor',
+        scenarios: withIo(['first', 'replay', 'conflict', ...HTTP_1_16]),
         roundTrips: true,
         storedBytes: true,
       }),
@@ -107,6 +132,8 @@ const GROUPS = [
       // No 422 for Powertools: see bench/powertools/runner.js.
       lane('run', 'run', 'redis', { library: 'powertools', scenarios: RUN_PEER, roundTrips: true }),
       lane('run', 'run', 'redis', { library: 'powertools', localCache: true, scenarios: RUN_PEER }),
+      // The floor's run(key, fn): no fingerprint, so no 422; a duplicate in progress is refused.
+      lane('run', 'run', 'redis', { library: 'floor', scenarios: RUN_PEER, roundTrips: true }),
     ],
   },
   {

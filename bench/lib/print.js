@@ -31,7 +31,9 @@ function printGroup(group, rows) {
   }
 }
 
-function printVersus(pairs) {
+function printVersus(all) {
+  const pairs = all.filter((p) => !p.floor);
+  printOverFloor(all.filter((p) => p.floor));
   if (!pairs.length) return;
   console.log(
     '\nAgainst the peers (each normalised by its own plain lane, and raw req/s, paired per round; CPU µs per request):',
@@ -40,6 +42,24 @@ function printVersus(pairs) {
     console.log(
       `  ${`${p.ours} / ${p.peer}`.padEnd(62)} ${p.scenario.padEnd(14)} ${fix(p.normalised.median)}x (${range(p.normalised)}), raw ${fix(p.raw.median)}x` +
         `  app ${pad(p.appCpuUs.ours, 6)} vs ${pad(p.appCpuUs.peer, 6)}  store ${pad(fix(p.storeCpuUs.ours, 1), 6)} vs ${pad(fix(p.storeCpuUs.peer, 1), 6)}`,
+    );
+  }
+}
+
+const times = (s) => (s ? `${fix(s.median)}x` : '-');
+
+function printOverFloor(pairs) {
+  if (!pairs.length) return;
+  console.log(
+    '\nOurs / the floor (medians of per-round ratios; wall time per request and app CPU net of ' +
+      "each lane's plain scenario, and in total; '-' where the floor's net was not above 0):",
+  );
+  for (const p of pairs) {
+    const f = p.overFloor;
+    console.log(
+      `  ${`${p.ours} / ${p.peer}`.padEnd(44)} ${p.scenario.padEnd(9)} wall ${pad(times(f.wall), 6)} (total ${times(f.wallTotal)})` +
+        `  app CPU ${pad(times(f.appCpu), 6)} (total ${times(f.appCpuTotal)})  Redis CPU ${pad(times(f.storeCpu), 6)}` +
+        `  app µs ${pad(p.appCpuUs.ours, 6)} vs ${pad(p.appCpuUs.peer, 6)}  Redis µs ${pad(fix(p.storeCpuUs.ours, 1), 5)} vs ${pad(fix(p.storeCpuUs.peer, 1), 5)}`,
     );
   }
 }

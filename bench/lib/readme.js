@@ -33,7 +33,7 @@ function section(r) {
     `Machine: ${r.machine.cores} cores (${r.machine.cpu}), 1-minute load average ${r.machine.loadAverage1m.start} at the ` +
       `start and ${r.machine.loadAverage1m.end} at the end; Node ${v.node.replace(/^v/, '')}, Redis ${v.redis}, ` +
       `${v.postgres ?? 'no PostgreSQL'}, ${v.mysql ? `MariaDB/MySQL ${v.mysql}` : 'no MariaDB'}, NestJS ${v.nestjs}; peers: ` +
-      `@node-idempotency/nestjs ${v.nodeIdempotency} (NestJS ${v.peerNestjs}), @nestarc/idempotency ${v.nestarc ?? '(not built)'}, ` +
+      `@node-idempotency/nestjs ${v.nodeIdempotency} (NestJS ${v.peerNestjs}${v.peer11Nestjs ? ` and ${v.peer11Nestjs}` : ''}), @nestarc/idempotency ${v.nestarc ?? '(not built)'}, ` +
       `Powertools idempotency ${v.powertools}. ${c.CONNECTIONS} connections (run(): 1 call in flight, or ${c.IN_FLIGHT}), ` +
       `${c.DURATION} s per measurement after ${c.WARMUP} s of warm-up, ${c.ROUNDS} rounds (coverage groups: ` +
       `${c.COVERAGE_ROUNDS}); the run took ${c.minutes} minutes.`,
@@ -62,7 +62,11 @@ function section(r) {
     // Lanes of the peers: no client counters there; MONITOR's count of their Redis commands.
     const monitored = r.redisCommands?.[row.lane]?.[row.scenario]?.total;
     const calls =
-      row.library === 'ours' ? row.storeCalls : monitored === undefined ? '-' : `${monitored}†`;
+      row.library === 'ours' || row.library === 'floor'
+        ? row.storeCalls
+        : monitored === undefined
+          ? '-'
+          : `${monitored}†`;
     out(
       `| ${row.label} | ${scenario} | ${n(row.reqPerSec.median)} (${n(row.reqPerSec.min)}-${n(row.reqPerSec.max)}) | ` +
         `${x(row.ratio)} | ${row.p50 ?? '-'} / ${row.p99 ?? '-'} | ${row.appCpuUs ?? '-'}` +
@@ -72,8 +76,30 @@ function section(r) {
   out();
   out(
     "† Redis commands counted with `MONITOR` in sequential requests (the peers' clients have no counter); " +
-      "this library's lanes count what its store client sends (Redis commands, SQL statements) under load.",
+      "this library's and the floor's lanes count what their store client sends (Redis commands, SQL statements) under load.",
   );
+  const floors = (r.versus ?? []).filter((p) => p.floor);
+  if (floors.length) {
+    const times = (s) => (s ? `${s.median.toFixed(2)}x` : '-');
+    out();
+    out(
+      'This library over the floor (`bench/floor`), ours / the floor, medians of the per-round ratios: wall time per ' +
+        "request and app CPU net of each lane's plain scenario (`-` where the floor's net was not above zero), and in total.",
+    );
+    out();
+    out(
+      '| path | scenario | wall time, net (total) | app CPU, net (total) | Redis CPU | app CPU µs/req, ours / floor | Redis CPU µs/req, ours / floor |',
+    );
+    out('| --- | --- | ---: | ---: | ---: | ---: | ---: |');
+    for (const p of floors) {
+      const f = p.overFloor;
+      out(
+        `| ${p.ours.includes('-run-') ? 'run()' : 'HTTP Express'} | ${SCENARIOS[p.scenario].label} | ${times(f.wall)} (${times(f.wallTotal)}) | ` +
+          `${times(f.appCpu)} (${times(f.appCpuTotal)}) | ${times(f.storeCpu)} | ${p.appCpuUs.ours ?? '-'} / ${p.appCpuUs.peer ?? '-'} | ` +
+          `${p.storeCpuUs.ours ?? '-'} / ${p.storeCpuUs.peer ?? '-'} |`,
+      );
+    }
+  }
   if (r.growth) {
     out();
     for (const line of growthTables(r.growth)) out(line);

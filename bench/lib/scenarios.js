@@ -10,10 +10,14 @@ const { send } = require('./loaders');
 /** What each scenario is: its label, what its probe must see, what it is normalised by. */
 const SCENARIOS = {
   plain: { label: 'plain', expect: 'executed' },
+  plain1: { label: 'plain, 1 in flight', expect: 'executed' },
   plain16: { label: `plain, ${IN_FLIGHT} in flight`, expect: 'executed' },
   plainIo: { label: 'plain, ~5 ms I/O', expect: 'executed' },
+  // Issue 18's floor: Nest's interceptor pipeline alone. Issue 41's floor is a lane of its own
+  // (library `floor`, bench/floor), measured on the scenarios below.
   floor: { label: 'no-op interceptor', expect: 'executed', plain: 'plain' },
   first: { label: 'first execution', expect: 'executed', plain: 'plain' },
+  first1: { label: 'first execution, 1 in flight', expect: 'executed', plain: 'plain1' },
   first16: {
     label: `first execution, ${IN_FLIGHT} in flight`,
     expect: 'executed',
@@ -21,14 +25,24 @@ const SCENARIOS = {
   },
   firstIo: { label: 'first execution, ~5 ms I/O', expect: 'executed', plain: 'plainIo' },
   replay: { label: 'replay', expect: 'replayed', plain: 'plain' },
+  replay1: { label: 'replay, 1 in flight', expect: 'replayed', plain: 'plain1' },
   replay16: { label: `replay, ${IN_FLIGHT} in flight`, expect: 'replayed', plain: 'plain16' },
   replayIo: { label: 'replay, ~5 ms I/O', expect: 'replayed', plain: 'plainIo' },
   conflict: { label: '409 in progress', expect: 'conflict', plain: 'plain' },
   mismatch: { label: '422 key reused', expect: 'mismatch', plain: 'plain' },
   mismatchLarge: { label: '422 vs 900 KB record', expect: 'mismatch', plain: 'plain' },
 };
-/** What a scenario is at heart: `replay16` and `replayIo` are replays, `mismatchLarge` a 422. */
-const base = (scenario) => scenario.replace(/(Io|16|Large)$/, '');
+/**
+ * What a scenario is at heart: `replay1`, `replay16` and `replayIo` are replays, `mismatchLarge`
+ * a 422.
+ */
+const base = (scenario) => scenario.replace(/(Io|16|1|Large)$/, '');
+/**
+ * Callers of a load: 1 or IN_FLIGHT for the scenarios named so (`first1`, `first16`), else
+ * CONNECTIONS (the run() lanes: 1).
+ */
+const callers = (scenario, others) =>
+  scenario.endsWith('16') ? IN_FLIGHT : /\D1$/.test(scenario) ? 1 : others;
 const LOADER = {
   express: 'http',
   fastify: 'http',
@@ -145,11 +159,11 @@ function loadSpec(app, scenario, key, { seconds, count }) {
   const { lane } = app;
   const unique = base(scenario) === 'first';
   const req = request(lane, scenario, key);
-  const connections = count ? 1 : CONNECTIONS;
+  const connections = count ? 1 : callers(scenario, CONNECTIONS);
   const common = { connections, duration: seconds, count, amount: count, key, uniqueKey: unique };
   switch (LOADER[lane.kind]) {
     case 'run': {
-      const concurrency = count ? 1 : scenario.endsWith('16') ? IN_FLIGHT : 1;
+      const concurrency = count ? 1 : callers(scenario, 1);
       return { scenario, key, concurrency, duration: seconds, count };
     }
     case 'grpc':

@@ -25,6 +25,7 @@ function ensureInstalled(dir, probe) {
 
 function preparePeers() {
   ensureInstalled('peer', '@node-idempotency/nestjs');
+  ensureInstalled('peer11', '@node-idempotency/nestjs');
   ensureInstalled('powertools', '@aws-lambda-powertools/idempotency');
   const nestarc = buildNestarc();
   if (!nestarc) {

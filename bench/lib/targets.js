@@ -29,6 +29,7 @@ function targets(results) {
   // HTTP against the peers, each normalised by its own plain route.
   for (const [peer, name] of [
     ['node-idempotency-express-redis', '@node-idempotency/nestjs'],
+    ['node-idempotency-11-express-redis', '@node-idempotency/nestjs on NestJS 11'],
     ['nestarc-express-redis', '@nestarc/idempotency'],
   ]) {
     for (const scenario of ['first', 'replay']) {
@@ -41,6 +42,34 @@ function targets(results) {
         'x',
         p &&
           `app CPU ${p.appCpuUs.ours} vs ${p.appCpuUs.peer} µs, Redis ${p.storeCpuUs.ours} vs ${p.storeCpuUs.peer} µs`,
+      );
+    }
+  }
+
+  // Issue 41: every Redis path at most 1.15x the floor in wall time (net of the plain route),
+  // app CPU (net) and Redis CPU, at 1 and 16 in flight.
+  for (const [ours, floor, scenarios, what] of [
+    [
+      'ours-express-redis',
+      'floor-express-redis',
+      ['first1', 'replay1', 'first16', 'replay16'],
+      'HTTP',
+    ],
+    ['ours-run-redis', 'floor-run-redis', ['first', 'replay', 'first16', 'replay16'], 'run()'],
+  ]) {
+    for (const scenario of scenarios) {
+      const f = pair(ours, floor, scenario)?.overFloor;
+      const ratios = f && [f.wall, f.appCpu, f.storeCpu].map((s) => s?.median);
+      const known = ratios?.filter((v) => v !== undefined) ?? [];
+      const x = (v) => (v === undefined ? '-' : `${v}x`);
+      add(
+        `${what} ${scenario.startsWith('first') ? 'first execution' : 'replay'}, ${scenario.endsWith('16') ? 16 : 1} in flight: over the floor (wall, app CPU, Redis CPU)`,
+        known.length ? Math.max(...known) : undefined,
+        '<= 1.15x each',
+        (v) => v <= 1.15,
+        'x',
+        f &&
+          `wall ${x(ratios[0])} net of plain (${x(f.wallTotal?.median)} total), app CPU ${x(ratios[1])} net (${x(f.appCpuTotal?.median)} total), Redis CPU ${x(ratios[2])}`,
       );
     }
   }

@@ -16,6 +16,7 @@ function versions(servers) {
     nestjs: read(require.resolve('@nestjs/core/package.json')),
     nodeIdempotency: read(join(BENCH, 'peer/node_modules/@node-idempotency/nestjs/package.json')),
     peerNestjs: read(join(BENCH, 'peer/node_modules/@nestjs/core/package.json')),
+    peer11Nestjs: read(join(BENCH, 'peer11/node_modules/@nestjs/core/package.json')),
     nestarc: read(join(BENCH, 'nestarc/dist/package.json')),
     powertools: read(
       join(BENCH, 'powertools/node_modules/@aws-lambda-powertools/idempotency/package.json'),

@@ -1,12 +1,17 @@
 // The peer under test: @node-idempotency/nestjs with its Redis storage adapter on its own
 // NestJS 10 (bench/peer has its own package.json and lockfile; bench/run.js installs it on first
-// use). Same routes and bodies as bench/apps/http.js, minus the no-op and wait-mode routes (the
-// peer answers duplicates in progress with 409 only). Env: REDIS_URL, KEY_PREFIX. Prints
+// use), or with PEER_DIR=bench/peer11 on NestJS 11 (the same peer, its peer range overridden).
+// Same routes and bodies as bench/apps/http.js, minus the no-op and wait-mode routes (the peer
+// answers duplicates in progress with 409 only). Env: REDIS_URL, KEY_PREFIX, PEER_DIR. Prints
 // `READY <port> <control port>`.
-require('reflect-metadata');
-const { Body, Controller, Headers, Module, Post } = require('@nestjs/common');
-const { NestFactory } = require('@nestjs/core');
-const { Idempotent, NodeIdempotencyModule } = require('@node-idempotency/nestjs');
+const { createRequire } = require('node:module');
+const { join } = require('node:path');
+
+const load = createRequire(join(process.env.PEER_DIR ?? __dirname, 'package.json'));
+load('reflect-metadata');
+const { Body, Controller, Headers, Module, Post } = load('@nestjs/common');
+const { NestFactory } = load('@nestjs/core');
+const { Idempotent, NodeIdempotencyModule } = load('@node-idempotency/nestjs');
 const { executed, ready, decorate } = require('../apps/common');
 const { orders, payment } = require('../payload');
 const holds = require('../holds');
