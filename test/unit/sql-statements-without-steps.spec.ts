@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { mysqlStatements } from '../../lib/stores/mysql/mysql-statements';
+import { mysqlStatements, pendingSql } from '../../lib/stores/mysql/mysql-statements';
 import { statements } from '../../lib/stores/postgres/postgres-statements';
 
 /**
@@ -13,13 +13,13 @@ const digest = (text: string) => createHash('sha256').update(text).digest('hex')
 it('sends PostgreSQL the statements it sent before steps', () => {
   const sql = statements('idempotency_records');
   expect({
-    claim: digest(sql.claim),
-    complete: digest(sql.complete),
-    release: digest(sql.release),
-    extend: digest(sql.extend),
-    inspect: digest(sql.inspect),
-    delete: digest(sql.delete),
-    sweep: digest(sql.sweep),
+    claim: digest(sql.claim.text),
+    complete: digest(sql.complete.text),
+    release: digest(sql.release.text),
+    extend: digest(sql.extend.text),
+    inspect: digest(sql.inspect.text),
+    delete: digest(sql.delete.text),
+    sweep: digest(sql.sweep.text),
   }).toEqual({
     claim: '361c1382219f8fde',
     complete: '340ad851b845b641',
@@ -34,16 +34,16 @@ it('sends PostgreSQL the statements it sent before steps', () => {
 it('sends MySQL the statements it sent before steps', () => {
   const sql = mysqlStatements('idempotency_records');
   expect({
-    claim: digest(sql.claim),
-    lookup: digest(sql.lookup),
-    complete: digest(sql.complete),
-    release: digest(sql.release),
-    extend: digest(sql.extend),
-    inspect: digest(sql.inspect),
-    deleteLive: digest(sql.deleteLive),
-    deleteAny: digest(sql.deleteAny),
-    sweep: digest(sql.sweep),
-    pending: digest(sql.pending(3)),
+    claim: digest(sql.claim.text),
+    lookup: digest(sql.lookup.text),
+    complete: digest(sql.complete.text),
+    release: digest(sql.release.text),
+    extend: digest(sql.extend.text),
+    inspect: digest(sql.inspect.text),
+    deleteLive: digest(sql.deleteLive.text),
+    deleteAny: digest(sql.deleteAny.text),
+    sweep: digest(sql.sweep.text),
+    pending: digest(pendingSql('idempotency_records', 3)),
   }).toEqual({
     claim: 'a47206c2d1181930',
     lookup: '299248e8203a8dc8',

@@ -1,13 +1,22 @@
 /**
- * The MySQL/MariaDB store's SQL for one table, and the DDL of `sql/mysql/001_idempotency_records.sql`.
- * Times are the database's clock (`UTC_TIMESTAMP(6)`: fixed for a statement, and independent of
+ * The MySQL/MariaDB store's statements for one table, with how each binds its values. Times are the database's clock (`UTC_TIMESTAMP(6)`: fixed for a statement, and independent of
  * the session's time zone), durations are bound in microseconds. Placeholders are `?`, bound in
  * the order the store passes them (MySQL has no numbered parameters, so some repeat).
  *
  * Needs MySQL 5.7.7+ (8.0, 8.4, 9.x) or MariaDB 10.2+: DATETIME(6), a 512-byte primary key
  * (InnoDB's DYNAMIC rows, the default since 5.7.7), DELETE ... ORDER BY ... LIMIT. No VALUES()
  * in ON DUPLICATE KEY UPDATE (deprecated since MySQL 8.0.20) and no RETURNING (MySQL has none).
+ * The DDL is in `sql/mysql/`.
  */
+import {
+  type BatchParams,
+  type ClaimParams,
+  type CompleteParams,
+  type ExtendParams,
+  type KeyParams,
+  named,
+  type OwnerParams,
+} from '../sql/sql-dialect';
 
 export const DEFAULT_MYSQL_TABLE = 'idempotency_records';
 
@@ -26,9 +35,28 @@ export const LATER = `${NOW} + INTERVAL ? MICROSECOND`;
 /** The stored response, only when the caller's fingerprint matches (`?` twice: fingerprint). */
 const MATCHES = `state = 'c' AND (? = '' OR fingerprint IN ('', ?))`;
 
+/** `ms` in microseconds, as the statements bind durations. */
+export const us = (ms: number) => ms * 1000;
+
+/** The values of a completion (and of one that expires the steps). */
+export const completeValues = (p: CompleteParams) => [
+  p.response.meta,
+  p.response.body,
+  us(p.ttlMs),
+  p.key,
+  p.token,
+];
+
+/** The values of a statement on one key. */
+export const keyValues = (p: KeyParams) => [p.key];
+
+/** The values of a sweep. */
+export const batchValues = (p: BatchParams) => [p.batch];
+
+/** The statements of the store for one table, each with the order its `?` are bound in. */
 export function mysqlStatements(table: string) {
   const t = quoteMysql(table);
-  return {
+  return named({
     /**
      * Input: key, fingerprint, token, lease µs; then, for the takeover: fingerprint, token, lease µs.
      * Output: the OK packet. Inserts a pending record, or takes over an expired one under its row
@@ -39,7 +67,12 @@ export function mysqlStatements(table: string) {
      * Assignments run left to right and later ones see earlier ones, so expires_at comes last:
      * every IF before it reads the old expiry.
      */
-    claim: `INSERT INTO ${t} (\`key\`, state, fingerprint, owner, expires_at)
+    claim: {
+      bind: ({ key, fingerprint, token, leaseMs }: ClaimParams) => {
+        const lease = us(leaseMs);
+        return [key, fingerprint, token, lease, fingerprint, token, lease];
+      },
+      text: `INSERT INTO ${t} (\`key\`, state, fingerprint, owner, expires_at)
 VALUES (?, 'p', ?, ?, ${LATER})
 ON DUPLICATE KEY UPDATE
   state = IF(${EXPIRED}, 'p', state),
@@ -49,54 +82,74 @@ ON DUPLICATE KEY UPDATE
   body = IF(${EXPIRED}, NULL, body),
   completed_at = IF(${EXPIRED}, NULL, completed_at),
   expires_at = IF(${EXPIRED}, ${LATER}, IF(LAST_INSERT_ID(1), expires_at, expires_at))`,
+    },
 
     /**
      * Input: fingerprint x6, key. Output: the live record that kept a claim out; `meta` and `body`
      * only for a replay, so a 409 or 422 never reads a stored body. The claim's second statement,
      * only when the key is held: MySQL's INSERT cannot return the row it did not change.
      */
-    lookup: `SELECT state, TIMESTAMPDIFF(MICROSECOND, ${NOW}, expires_at) AS left_us,
+    lookup: {
+      bind: ({ key, fingerprint: f }: ClaimParams) => [f, f, f, f, f, f, key],
+      text: `SELECT state, TIMESTAMPDIFF(MICROSECOND, ${NOW}, expires_at) AS left_us,
   (? <> '' AND fingerprint <> '' AND fingerprint <> ?) AS mismatch,
   IF(${MATCHES}, meta, NULL) AS meta, IF(${MATCHES}, body, NULL) AS body
 FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
+    },
 
     /**
      * Input: meta, body, retention µs, key, token. Affects 1 row when stored, 0 when `token` no
      * longer owns the pending record (fencing; an expired record nobody took over is still its
      * owner's, and a takeover is serialised with this by the row lock).
      */
-    complete: completeSql(t),
+    complete: { text: completeSql(t), bind: completeValues },
 
     /** Input: key, token. Affects 1 row when released. */
-    release: `DELETE FROM ${t} WHERE \`key\` = ? AND state = 'p' AND owner = ?`,
+    release: {
+      text: `DELETE FROM ${t} WHERE \`key\` = ? AND state = 'p' AND owner = ?`,
+      bind: (p: OwnerParams) => [p.key, p.token],
+    },
 
     /** Input: lease µs, key, token. Affects 1 row when extended. */
-    extend: `UPDATE ${t} SET expires_at = ${LATER} WHERE \`key\` = ? AND state = 'p' AND owner = ?`,
+    extend: {
+      text: `UPDATE ${t} SET expires_at = ${LATER} WHERE \`key\` = ? AND state = 'p' AND owner = ?`,
+      bind: (p: ExtendParams) => [us(p.leaseMs), p.key, p.token],
+    },
 
     /** Input: key. Output: the live record, if any; never its body. */
-    inspect: `SELECT state, meta, OCTET_LENGTH(body) AS bytes,
+    inspect: {
+      bind: keyValues,
+      text: `SELECT state, meta, OCTET_LENGTH(body) AS bytes,
   TIMESTAMPDIFF(MICROSECOND, ${NOW}, expires_at) AS left_us,
   TIMESTAMPDIFF(MICROSECOND, completed_at, ${NOW}) AS age_us
 FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
+    },
 
     /** Input: key. Affects 1 row when a live record was deleted. */
-    deleteLive: `DELETE FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
+    deleteLive: {
+      text: `DELETE FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
+      bind: keyValues,
+    },
 
     /** Input: key. An expired record's row, so that its zombie owner cannot complete it. */
-    deleteAny: `DELETE FROM ${t} WHERE \`key\` = ?`,
+    deleteAny: { text: `DELETE FROM ${t} WHERE \`key\` = ?`, bind: keyValues },
 
     /**
      * Input: batch size. Deletes up to that many expired rows, oldest first. DELETE has no SKIP
      * LOCKED: a row a transaction holds (a completion in flight) makes it wait for that commit,
      * then it re-reads the row and leaves it when it is live again.
      */
-    sweep: `DELETE FROM ${t} WHERE ${EXPIRED} ORDER BY expires_at LIMIT ?`,
+    sweep: {
+      text: `DELETE FROM ${t} WHERE ${EXPIRED} ORDER BY expires_at LIMIT ?`,
+      bind: batchValues,
+    },
+  });
+}
 
-    /** Input: keys. Output: those whose record is still pending (the waiters' poll). */
-    pending: (count: number) =>
-      `SELECT \`key\` FROM ${t} WHERE \`key\` IN (${Array(count).fill('?').join(', ')})
-  AND state = 'p' AND expires_at > ${NOW}`,
-  };
+/** Input: keys. Output: those whose record is still pending (the waiters' poll). */
+export function pendingSql(table: string, count: number) {
+  return `SELECT \`key\` FROM ${quoteMysql(table)} WHERE \`key\` IN (${Array(count).fill('?').join(', ')})
+  AND state = 'p' AND expires_at > ${NOW}`;
 }
 
 export type MysqlStatements = ReturnType<typeof mysqlStatements>;
@@ -115,20 +168,4 @@ export function completeSql(t: string, steps?: string): string {
   return `UPDATE ${t}${join} SET ${r}state = 'c', ${r}owner = NULL, ${r}meta = ?, ${r}body = ?,
   ${r}completed_at = ${NOW}, ${r}expires_at = ${LATER}${expire}
 WHERE ${r}\`key\` = ? AND ${r}state = 'p' AND ${r}owner = ?`;
-}
-
-/** The DDL of `sql/mysql/001_idempotency_records.sql` for `table` (idempotent). */
-export function mysqlSchemaSql(table = DEFAULT_MYSQL_TABLE): string {
-  return `CREATE TABLE IF NOT EXISTS ${quoteMysql(table)} (
-  \`key\` VARBINARY(512) NOT NULL,
-  state CHAR(1) CHARACTER SET ascii NOT NULL,
-  fingerprint VARBINARY(255) NOT NULL,
-  owner VARBINARY(255) NULL,
-  meta MEDIUMTEXT CHARACTER SET utf8mb4 NULL,
-  body LONGBLOB NULL,
-  completed_at DATETIME(6) NULL,
-  expires_at DATETIME(6) NOT NULL,
-  PRIMARY KEY (\`key\`),
-  KEY expires_at_idx (expires_at)
-) ENGINE=InnoDB`;
 }
