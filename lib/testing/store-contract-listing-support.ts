@@ -10,8 +10,16 @@ import type {
 } from '../stores/record-listing';
 import { type ContractContext, response } from './store-contract-support';
 
-/** How far apart the store's clock and the test's may read, in ms (same machine or loopback). */
-export const CLOCKS = 2_000;
+/** How late a store's answer may come on a busy machine, in ms. */
+export const SLACK = 2_000;
+
+/**
+ * Whether `since` reads as ms since the epoch (not seconds, not µs). Compared with the store's
+ * own time only: a store on a fake clock lists its times from its own start.
+ */
+export function plausibleTime(since: number): boolean {
+  return Number.isSafeInteger(since) && since > Date.UTC(2020, 0, 1) && since < 1e14;
+}
 
 /** What a claim of the listing cases carries, beside its key and token. */
 export interface ListingClaim {
@@ -92,6 +100,12 @@ export function listingKit(c: ContractContext) {
     }
     assert.fail(`${what}: not within 20 s of the store's time`);
   }
+  /** The store's time now, as lists read it: the `since` of a claim made now. */
+  const storeTime = async () => {
+    const p = space();
+    await claim(keyIn(p), 'clock');
+    return (await list(p, 'running')).items[0].since;
+  };
   const listed = (prefix: string, state: ListedState, k: string) => async () =>
     keysOf(await list(prefix, state)).includes(k);
   const gone = (prefix: string, state: ListedState, k: string) => async () =>
@@ -137,6 +151,7 @@ export function listingKit(c: ContractContext) {
     nowhere,
     stepNames,
     until,
+    storeTime,
     listed,
     gone,
     halfDone,

@@ -1,6 +1,6 @@
 import { strict as assert } from 'node:assert';
 import { listingQueryContract } from './store-contract-listing-queries';
-import { CLOCKS, listingKit } from './store-contract-listing-support';
+import { listingKit, plausibleTime, SLACK } from './store-contract-listing-support';
 import { type ContractContext, response } from './store-contract-support';
 
 /**
@@ -31,6 +31,7 @@ export function listingContract(c: ContractContext): void {
     nowhere,
     stepNames,
     until,
+    storeTime,
     listed,
     halfDone,
     crashed,
@@ -55,7 +56,9 @@ export function listingContract(c: ContractContext): void {
     assert.equal(item.key, k);
     assert.equal(item.state, 'running');
     assert.deepEqual(item.about, { route: 'POST /payments', label: 'sealed:label' });
-    assert.ok(Math.abs(Date.now() - item.since) < CLOCKS, `since ${item.since}`);
+    assert.ok(plausibleTime(item.since), `since ${item.since}`);
+    const now = await storeTime();
+    assert.ok(now >= item.since && now - item.since < SLACK, `since ${item.since}, now ${now}`);
     assert.ok(item.leaseMsLeft! > 50_000 && item.leaseMsLeft! <= 60_000, `${item.leaseMsLeft}`);
     assert.deepEqual(item.steps ?? [], []);
     assert.equal(item.meta, undefined);
@@ -91,7 +94,8 @@ export function listingContract(c: ContractContext): void {
     const p = space();
     const k = keyIn(p);
     await claim(k, 'a', { about: about('POST /payments') });
-    await c.advanceTime(Math.floor(lease / 2));
+    const claimed = (await only(p, 'running')).since;
+    await c.advanceTime(lease);
     const stored = response('done');
     assert.equal(await c.store.complete(k, 'a', stored, 60_000), true);
     const item = await only(p, 'completed');
@@ -99,7 +103,9 @@ export function listingContract(c: ContractContext): void {
     assert.equal(item.state, 'completed');
     assert.deepEqual(item.about, about('POST /payments'));
     assert.equal(item.meta, stored.meta);
-    assert.ok(Math.abs(Date.now() - item.since) < CLOCKS, `since ${item.since}`);
+    assert.ok(plausibleTime(item.since), `since ${item.since}`);
+    assert.ok(item.since >= claimed + lease / 2, `since ${item.since}, claimed ${claimed}`);
+    assert.ok(item.since - claimed < lease + SLACK, `since ${item.since}, claimed ${claimed}`);
     assert.equal(item.leaseMsLeft, undefined);
     assert.deepEqual(item.steps ?? [], []);
     assert.deepEqual(await everywhere(p), { ...nowhere, completed: [k] });
@@ -168,7 +174,7 @@ export function listingContract(c: ContractContext): void {
     assert.deepEqual(item.about, about('POST /orders'));
     assert.deepEqual(stepNames(item), ['0:order']);
     assert.ok(
-      item.since >= claimed + lease / 2 && item.since <= claimed + lease + CLOCKS,
+      item.since >= claimed + lease / 2 && item.since <= claimed + lease + SLACK,
       `since ${item.since}: claimed ${claimed}, lease ${lease}`,
     );
     assert.deepEqual(await everywhere(p), { ...nowhere, half_done: [k] });
@@ -260,7 +266,7 @@ export function listingContract(c: ContractContext): void {
   it('marks nothing abandoned that is not half done', async () => {
     if (!lists()) return;
     const p = space();
-    const later = Date.now() + 3_600_000;
+    const later = (await storeTime()) + 3_600_000;
     const running = keyIn(p);
     await claim(running, 'a');
     const completed = keyIn(p);
@@ -280,7 +286,7 @@ export function listingContract(c: ContractContext): void {
     if (!steps()) return;
     const p = space();
     const k = await halfDone(p);
-    const later = Date.now() + 3_600_000;
+    const later = (await storeTime()) + 3_600_000;
     const answers = await Promise.all(
       Array.from({ length: 10 }, () => c.store.markAbandoned!(k, later)),
     );
@@ -291,7 +297,7 @@ export function listingContract(c: ContractContext): void {
     if (!steps()) return;
     const p = space();
     const k = await halfDone(p);
-    const later = Date.now() + 3_600_000;
+    const later = (await storeTime()) + 3_600_000;
     assert.equal(await c.store.markAbandoned!(k, later), true);
     await claim(k, 'retry', { about: about('POST /orders'), resumable: true });
     assert.equal(await c.store.recordStep!(k, 'retry', step(1, 'charge'), 60_000), true);
