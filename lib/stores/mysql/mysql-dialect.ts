@@ -1,11 +1,12 @@
 import type { Pool as PromisePool } from 'mysql2/promise';
 import type { ClaimRequest, ClaimResult } from '../idempotency.store';
-import { describeError, within } from '../sql/errors';
+import { databaseErrorCode, describeError, within } from '../sql/errors';
 import { schemaOf } from '../sql/options';
 import type {
   ClaimParams,
   FoundTables,
   KeyParams,
+  Missing,
   SqlContext,
   SqlDialect,
   SqlNotifier,
@@ -14,6 +15,7 @@ import type {
 } from '../sql/sql-dialect';
 import { MIGRATIONS } from '../sql/sql-migrations';
 import { affectedRows } from '../sql/transaction';
+import { mysqlListing } from './mysql-listing';
 import { MysqlPoller } from './mysql-poller';
 import { heldOutcome, inspected, type InspectRow, type LookupRow } from './mysql-rows';
 import { mysqlMigration } from './mysql-schema';
@@ -33,11 +35,14 @@ type MysqlStatements = ReturnType<typeof mysqlStatements> & ReturnType<typeof my
 const CLOSE_TIMEOUT_MS = 2_000;
 /** Most keys one poll statement checks. */
 const POLL_CHUNK = 500;
-/** Table or database missing: a missing migration, not an outage. */
-const MISSING: Record<string, 'table' | 'schema'> = {
+/** Table, database or column missing: a missing migration, not an outage. */
+const MISSING: Record<string, Missing> = {
   ER_NO_SUCH_TABLE: 'table',
   ER_BAD_DB_ERROR: 'schema',
+  ER_BAD_FIELD_ERROR: 'columns',
 };
+/** What a second ALTER of migration 003 meets when another instance applied it first. */
+const APPLIED = new Set(['ER_DUP_FIELDNAME', 'ER_DUP_KEYNAME']);
 
 /** An OK packet, as much of it as the store reads. */
 interface OkPacket {
@@ -62,6 +67,7 @@ export class MysqlDialect implements SqlDialect {
   readonly placeholders = '?';
   readonly stepsTable: string;
   readonly sql: MysqlStatements;
+  readonly listing = mysqlListing;
 
   constructor(
     /** The pool, through mysql2's promise API. */
@@ -84,7 +90,7 @@ export class MysqlDialect implements SqlDialect {
     return affectedRows(raw);
   }
 
-  missing(code: string): 'table' | 'schema' | undefined {
+  missing(code: string): Missing | undefined {
     return MISSING[code];
   }
 
@@ -96,18 +102,34 @@ export class MysqlDialect implements SqlDialect {
         (SELECT COUNT(*) FROM information_schema.tables
          WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?) AS has_table,
         (SELECT COUNT(*) FROM information_schema.tables
-         WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?) AS has_steps`,
-      [database, database, lastPart(this.table), database, lastPart(this.stepsTable)],
+         WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?) AS has_steps,
+        (SELECT COUNT(*) FROM information_schema.columns
+         WHERE table_schema = COALESCE(?, DATABASE()) AND table_name = ?
+           AND column_name = 'label') AS has_listing`,
+      [
+        database,
+        database,
+        lastPart(this.table),
+        database,
+        lastPart(this.stepsTable),
+        database,
+        lastPart(this.table),
+      ],
     );
-    const [row] = rows as Record<'has_schema' | 'has_table' | 'has_steps', number | string>[];
+    const [row] = rows as Record<string, number | string>[];
     return {
       schema: Number(row.has_schema) > 0,
       table: Number(row.has_table) > 0,
       steps: Number(row.has_steps) > 0,
+      listing: Number(row.has_listing) > 0,
     };
   }
 
-  /** What `found` lacks: the database of a qualified name, the records' table, the steps table. */
+  /**
+   * What `found` lacks: the database of a qualified name, the records' table, the steps table,
+   * the listing's columns and index. Migration 003 is an ALTER that cannot run twice: one that
+   * finds it applied by another instance booting too is done.
+   */
   async create(found: FoundTables): Promise<void> {
     const database = schemaOf(this.table);
     if (database && !found.table) {
@@ -126,6 +148,12 @@ export class MysqlDialect implements SqlDialect {
       ...(found.steps ? [] : mysqlMigration(MIGRATIONS.steps, this.table)),
     ];
     for (const statement of ddl) await this.pool.query(statement);
+    if (found.listing) return;
+    for (const statement of mysqlMigration(MIGRATIONS.listing, this.table)) {
+      await this.pool.query(statement).catch((error: unknown) => {
+        if (!APPLIED.has(databaseErrorCode(error) ?? '')) throw error;
+      });
+    }
   }
 
   /**
@@ -145,6 +173,9 @@ export class MysqlDialect implements SqlDialect {
       return request.resumable ? this.resumed(context, key, request) : { status: 'claimed' };
     }
     const [row] = await queries.rows<LookupRow, ClaimParams>(this.sql.lookup, params);
+    if (row && Number(row.own) === 1) {
+      return request.resumable ? this.resumed(context, key, request) : { status: 'claimed' };
+    }
     return row && heldOutcome(row);
   }
 

@@ -5,7 +5,7 @@ import { MysqlDialect } from './mysql-dialect';
 import { checkMysqlStoreOptions, type MysqlIdempotencyStoreOptions } from './mysql-options';
 import { DEFAULT_MYSQL_TABLE } from './mysql-statements';
 
-export { mysqlSchemaSql, mysqlStepsSchemaSql } from './mysql-schema';
+export { mysqlListingSchemaSql, mysqlSchemaSql, mysqlStepsSchemaSql } from './mysql-schema';
 export { mysqlStepsTableName } from './mysql-steps';
 export type { IdempotencyMysqlConfig, MysqlIdempotencyStoreOptions } from './mysql-options';
 

@@ -8,6 +8,8 @@ export interface LookupRow {
   state: string;
   left_us: number | string;
   mismatch: number | string;
+  /** 1: the record is this token's claim, sent again. */
+  own: number | string | null;
   meta: string | null;
   body: Buffer | null;
 }

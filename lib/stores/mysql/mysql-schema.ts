@@ -26,3 +26,11 @@ export function mysqlSchemaSql(table = DEFAULT_MYSQL_TABLE): string {
 export function mysqlStepsSchemaSql(table = DEFAULT_MYSQL_TABLE): string {
   return mysqlMigration(MIGRATIONS.steps, table).join(';\n');
 }
+
+/**
+ * The DDL of `sql/mysql/003_idempotency_listing.sql` for the records' table `table`: the columns
+ * and index listing reads (one ALTER TABLE, to run once, after `mysqlSchemaSql`).
+ */
+export function mysqlListingSchemaSql(table = DEFAULT_MYSQL_TABLE): string {
+  return mysqlMigration(MIGRATIONS.listing, table).join(';\n');
+}

@@ -17,6 +17,8 @@ import {
   named,
   type OwnerParams,
 } from '../sql/sql-dialect';
+import { STUCK_KEPT_MS } from '../sql/sql-listing-sql';
+import { stepsTable } from '../sql/steps-table';
 
 export const DEFAULT_MYSQL_TABLE = 'idempotency_records';
 
@@ -58,22 +60,23 @@ export function mysqlStatements(table: string) {
   const t = quoteMysql(table);
   return named({
     /**
-     * Input: key, fingerprint, token, lease µs; then, for the takeover: fingerprint, token, lease µs.
-     * Output: the OK packet. Inserts a pending record, or takes over an expired one under its row
-     * lock (a completion in flight, maybe inside the app's transaction, commits first or not at
-     * all). A live record is left as it is, and the statement says so through LAST_INSERT_ID(1):
-     * `insertId` 1 means not claimed, 0 claimed. (`affectedRows` cannot tell: with the
-     * CLIENT_FOUND_ROWS flag, mysql2's default, an unchanged row counts 1, as an insert does.)
-     * Assignments run left to right and later ones see earlier ones, so expires_at comes last:
-     * every IF before it reads the old expiry.
+     * Input: key, fingerprint, token, route, label, lease µs; then, for the takeover: the same
+     * but the key. Output: the OK packet. Inserts a pending record, or takes over an expired one
+     * under its row lock (a completion in flight, maybe inside the app's transaction, commits
+     * first or not at all). A live record is left as it is, and the statement says so through
+     * LAST_INSERT_ID(1): `insertId` 1 means not claimed, 0 claimed. (`affectedRows` cannot
+     * tell: with the CLIENT_FOUND_ROWS flag, mysql2's default, an unchanged row counts 1, as an
+     * insert does.) Assignments run left to right and later ones see earlier ones, so
+     * expires_at comes last: every IF before it reads the old expiry. Route and label (NULL:
+     * none) are what listing shows of the claim.
      */
     claim: {
-      bind: ({ key, fingerprint, token, leaseMs }: ClaimParams) => {
-        const lease = us(leaseMs);
-        return [key, fingerprint, token, lease, fingerprint, token, lease];
+      bind: ({ key, fingerprint, token, leaseMs, about }: ClaimParams) => {
+        const claim = [fingerprint, token, about?.route ?? null, about?.label ?? null, us(leaseMs)];
+        return [key, ...claim, ...claim];
       },
-      text: `INSERT INTO ${t} (\`key\`, state, fingerprint, owner, expires_at)
-VALUES (?, 'p', ?, ?, ${LATER})
+      text: `INSERT INTO ${t} (\`key\`, state, fingerprint, owner, route, label, claimed_at, expires_at)
+VALUES (?, 'p', ?, ?, ?, ?, ${NOW}, ${LATER})
 ON DUPLICATE KEY UPDATE
   state = IF(${EXPIRED}, 'p', state),
   fingerprint = IF(${EXPIRED}, ?, fingerprint),
@@ -81,18 +84,24 @@ ON DUPLICATE KEY UPDATE
   meta = IF(${EXPIRED}, NULL, meta),
   body = IF(${EXPIRED}, NULL, body),
   completed_at = IF(${EXPIRED}, NULL, completed_at),
+  route = IF(${EXPIRED}, ?, route),
+  label = IF(${EXPIRED}, ?, label),
+  claimed_at = IF(${EXPIRED}, ${NOW}, claimed_at),
+  reported = IF(${EXPIRED}, FALSE, reported),
   expires_at = IF(${EXPIRED}, ${LATER}, IF(LAST_INSERT_ID(1), expires_at, expires_at))`,
     },
 
     /**
-     * Input: fingerprint x6, key. Output: the live record that kept a claim out; `meta` and `body`
-     * only for a replay, so a 409 or 422 never reads a stored body. The claim's second statement,
-     * only when the key is held: MySQL's INSERT cannot return the row it did not change.
+     * Input: fingerprint x2, token, fingerprint x4, key. Output: the live record that kept a
+     * claim out (`own`: it is this token's claim, sent again); `meta` and `body` only for a
+     * replay, so a 409 or 422 never reads a stored body. The claim's second statement, only when
+     * the key is held: MySQL's INSERT cannot return the row it did not change.
      */
     lookup: {
-      bind: ({ key, fingerprint: f }: ClaimParams) => [f, f, f, f, f, f, key],
+      bind: ({ key, token, fingerprint: f }: ClaimParams) => [f, f, token, f, f, f, f, key],
       text: `SELECT state, TIMESTAMPDIFF(MICROSECOND, ${NOW}, expires_at) AS left_us,
   (? <> '' AND fingerprint <> '' AND fingerprint <> ?) AS mismatch,
+  (state = 'p' AND owner = ?) AS own,
   IF(${MATCHES}, meta, NULL) AS meta, IF(${MATCHES}, body, NULL) AS body
 FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
     },
@@ -104,9 +113,14 @@ FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
      */
     complete: { text: completeSql(t), bind: completeValues },
 
-    /** Input: key, token. Affects 1 row when released. */
+    /**
+     * Input: key, token. Affects 1 row when released. The row stays, its lease ended now and its
+     * owner gone (claims take it over as an expired one): with steps left it is a half-done
+     * run, listed from now; without, the sweeper's.
+     */
     release: {
-      text: `DELETE FROM ${t} WHERE \`key\` = ? AND state = 'p' AND owner = ?`,
+      text: `UPDATE ${t} SET owner = NULL, expires_at = ${NOW}
+WHERE \`key\` = ? AND state = 'p' AND owner = ?`,
       bind: (p: OwnerParams) => [p.key, p.token],
     },
 
@@ -135,14 +149,15 @@ FROM ${t} WHERE \`key\` = ? AND expires_at > ${NOW}`,
     deleteAny: { text: `DELETE FROM ${t} WHERE \`key\` = ?`, bind: keyValues },
 
     /**
-     * Input: batch size. Deletes up to that many expired rows, oldest first. DELETE has no SKIP
-     * LOCKED: a row a transaction holds (a completion in flight) makes it wait for that commit,
-     * then it re-reads the row and leaves it when it is live again.
+     * Input: batch size. Deletes up to that many expired rows, oldest first, but a claim that
+     * died (for listing, as stuck). DELETE has no SKIP LOCKED: a row a transaction holds (a
+     * completion in flight) makes it wait for that commit, then it re-reads the row and leaves
+     * it when it is live again.
      */
-    sweep: {
-      text: `DELETE FROM ${t} WHERE ${EXPIRED} ORDER BY expires_at LIMIT ?`,
-      bind: batchValues,
-    },
+    sweep: { text: sweepSql(t), bind: batchValues },
+
+    /** `sweep`, keeping half-done runs (pending, with live steps) too. */
+    sweepRuns: { text: sweepSql(t, quoteMysql(stepsTable(table, 64))), bind: batchValues },
   });
 }
 
@@ -153,6 +168,22 @@ export function pendingSql(table: string, count: number) {
 }
 
 export type MysqlStatements = ReturnType<typeof mysqlStatements>;
+
+/**
+ * The sweeper's statement (see `mysqlStatements().sweep`): expired rows, but a claim that died
+ * unreleased less than {@link STUCK_KEPT_MS} ago (listed as stuck) and, with the steps table
+ * `s`, a pending row whose key has live steps (a half-done run).
+ */
+function sweepSql(t: string, s?: string): string {
+  const halfDone = s
+    ? `
+  AND NOT EXISTS (SELECT 1 FROM ${s} s WHERE s.\`key\` = ${t}.\`key\` AND s.expires_at > ${NOW})`
+    : '';
+  return `DELETE FROM ${t} WHERE ${EXPIRED}
+  AND NOT (state = 'p' AND owner IS NOT NULL AND claimed_at IS NOT NULL
+    AND claimed_at > ${NOW} - INTERVAL ${STUCK_KEPT_MS * 1000} MICROSECOND)${halfDone}
+ORDER BY expires_at LIMIT ?`;
+}
 
 /**
  * The completion statement (see `mysqlStatements().complete`); with `steps`, the steps table,

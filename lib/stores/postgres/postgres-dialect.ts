@@ -7,6 +7,7 @@ import type {
   ClaimParams,
   FoundTables,
   KeyParams,
+  Missing,
   SqlContext,
   SqlDialect,
   SqlNotifier,
@@ -17,6 +18,7 @@ import { MIGRATIONS } from '../sql/sql-migrations';
 import { resultRows } from '../sql/transaction';
 import { PostgresConnections } from './postgres-connections';
 import { PostgresListener } from './postgres-listener';
+import { postgresListing } from './postgres-listing';
 import { claimOutcome, type ClaimRow, inspected, type InspectRow } from './postgres-rows';
 import { postgresMigration, postgresPreamble, script } from './postgres-schema';
 import { quote, statements } from './postgres-statements';
@@ -31,8 +33,12 @@ interface DeleteRow {
 /** Every statement of the store, for one table. */
 type PostgresStatements = ReturnType<typeof statements> & ReturnType<typeof stepStatements>;
 
-/** Table or schema missing: a missing migration, not an outage. */
-const MISSING: Record<string, 'table' | 'schema'> = { '42P01': 'table', '3F000': 'schema' };
+/** Table, schema or column missing: a missing migration, not an outage. */
+const MISSING: Record<string, Missing> = {
+  '42P01': 'table',
+  '3F000': 'schema',
+  '42703': 'columns',
+};
 
 /**
  * PostgreSQL for the SQL store core, on a node-postgres pool: every operation one statement (one
@@ -48,6 +54,7 @@ export class PostgresDialect implements SqlDialect {
   readonly placeholders = '$n';
   readonly stepsTable: string;
   readonly sql: PostgresStatements;
+  readonly listing = postgresListing;
   private readonly preparedNames = new Map<string, string>();
   /** The connections the store's close() waits for (and cuts, on a frozen server). */
   private readonly connections: PostgresConnections;
@@ -76,31 +83,33 @@ export class PostgresDialect implements SqlDialect {
     return Number((resultRows(raw)[0] as { n?: unknown } | undefined)?.n) || 0;
   }
 
-  missing(code: string): 'table' | 'schema' | undefined {
+  missing(code: string): Missing | undefined {
     return MISSING[code];
   }
 
   async find(): Promise<FoundTables> {
-    const { rows } = await this.pool.query<
-      Record<'has_schema' | 'has_table' | 'has_steps', boolean>
-    >(
+    const { rows } = await this.pool.query<Record<string, boolean>>(
       `SELECT to_regclass($1) IS NOT NULL AS has_table, to_regclass($2) IS NOT NULL AS has_steps,
-        EXISTS (SELECT FROM pg_namespace WHERE nspname = COALESCE($3, current_schema())) AS has_schema`,
+        EXISTS (SELECT FROM pg_namespace WHERE nspname = COALESCE($3, current_schema())) AS has_schema,
+        EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'label'
+          AND NOT attisdropped) AS has_listing`,
       [quote(this.table), quote(this.stepsTable), schemaOf(this.table) ?? null],
     );
-    const [{ has_schema, has_table, has_steps }] = rows;
-    return { schema: has_schema, table: has_table, steps: has_steps };
+    const [{ has_schema, has_table, has_steps, has_listing }] = rows;
+    return { schema: has_schema, table: has_table, steps: has_steps, listing: has_listing };
   }
 
   /**
    * What `found` lacks, in one implicit transaction under the advisory lock (see
-   * postgresPreamble): the schema of a qualified table, the records' table, the steps table.
+   * postgresPreamble): the schema of a qualified table, the records' table, the steps table,
+   * the listing's columns and indexes.
    */
   async create(found: FoundTables): Promise<void> {
     const ddl = [
       ...postgresPreamble(this.table),
       ...(found.table ? [] : postgresMigration(MIGRATIONS.records, this.table)),
       ...(found.steps ? [] : postgresMigration(MIGRATIONS.steps, this.table)),
+      ...(found.listing ? [] : postgresMigration(MIGRATIONS.listing, this.table)),
     ];
     await this.pool.query(script(ddl)).catch((error: unknown) => {
       const schema = schemaOf(this.table);

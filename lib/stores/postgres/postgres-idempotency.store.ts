@@ -7,7 +7,12 @@ import {
 } from './postgres-options';
 import { DEFAULT_TABLE } from './postgres-statements';
 
-export { expiryIndexName, postgresSchemaSql, postgresStepsSchemaSql } from './postgres-schema';
+export {
+  expiryIndexName,
+  postgresListingSchemaSql,
+  postgresSchemaSql,
+  postgresStepsSchemaSql,
+} from './postgres-schema';
 export { postgresStepsTableName } from './postgres-steps';
 export type {
   IdempotencyPostgresConfig,

@@ -11,6 +11,8 @@ export interface ClaimRow {
   state: 'p' | 'c' | null;
   waiting: boolean | null;
   left_ms: number | null;
+  /** The live record is this token's claim: the claim was sent again. */
+  own: boolean | null;
   mismatch: boolean | null;
   meta: string | null;
   body: Buffer | null;
@@ -35,7 +37,7 @@ export interface InspectRow {
  */
 export function claimOutcome(rows: ClaimRow[], waiting: boolean): ClaimResult | undefined {
   const row = rows.length === 1 ? rows[0] : rows.find((one) => one.claimed !== null)!;
-  if (row.claimed) {
+  if (row.claimed || row.own) {
     const steps = rows.length > 1 ? claimedSteps(rows as unknown as StepRow[]) : undefined;
     return steps ? { status: 'claimed', steps } : { status: 'claimed' };
   }

@@ -68,3 +68,11 @@ export function postgresSchemaSql(table = DEFAULT_TABLE): string {
 export function postgresStepsSchemaSql(table = DEFAULT_TABLE): string {
   return script(postgresMigration(MIGRATIONS.steps, table));
 }
+
+/**
+ * The DDL of `sql/postgres/003_idempotency_listing.sql` for the records' table `table`: the
+ * columns and indexes listing reads (run after `postgresSchemaSql`).
+ */
+export function postgresListingSchemaSql(table = DEFAULT_TABLE): string {
+  return script(postgresMigration(MIGRATIONS.listing, table));
+}

@@ -11,6 +11,8 @@ import {
   named,
   type OwnerParams,
 } from '../sql/sql-dialect';
+import { STUCK_KEPT_MS } from '../sql/sql-listing-sql';
+import { stepsTable } from '../sql/steps-table';
 
 export const DEFAULT_TABLE = 'idempotency_records';
 
@@ -43,6 +45,8 @@ export const claimValues = (p: ClaimParams) => [
   p.fingerprint,
   p.leaseMs,
   p.waiting ?? false,
+  p.about?.route ?? null,
+  p.about?.label ?? null,
 ];
 
 /** The values of a completion (and of one that clears the steps); the channel is the table. */
@@ -67,10 +71,11 @@ export function statements(table: string) {
   return named({
     /**
      * Input: $1 key, $2 owner token, $3 fingerprint ('' = not compared), $4 lease ms,
-     * $5 the caller waits (mark the pending record so that its outcome is notified).
+     * $5 the caller waits (mark the pending record so that its outcome is notified), $6 route
+     * and $7 label (what listing shows of it; NULL: none).
      * Output: one row: `claimed`, `marked`, and the live record the statement's snapshot saw
-     * (`state` NULL when none); `meta` and `body` only for a replay, so that a 409 or 422 never
-     * reads (or detoasts) a stored body.
+     * (`state` NULL when none; `own`: it is this token's claim, sent again); `meta` and `body`
+     * only for a replay, so that a 409 or 422 never reads (or detoasts) a stored body.
      *
      * The INSERT only runs when the snapshot has no live record, so a replay, a 409 or a 422
      * writes nothing (no row lock, no dead tuple, no WAL). ON CONFLICT takes over an expired
@@ -89,14 +94,19 @@ export function statements(table: string) {
      */
     complete: { text: completeSql(t), bind: completeValues(table) },
 
-    /** Input: $1 key, $2 owner token, $3 channel. Output: `n` 1 released, 0 not the owner. */
+    /**
+     * Input: $1 key, $2 owner token, $3 channel. Output: `n` 1 released, 0 not the owner. The
+     * row stays, its lease ended now and its owner gone (claims take it over as an expired
+     * one): with steps left it is a half-done run, listed from now; without, the sweeper's.
+     */
     release: {
-      text: `WITH gone AS (
-  DELETE FROM ${t} WHERE key = $1 AND state = 'p' AND owner = $2 RETURNING waiting
+      text: `WITH ended AS (
+  UPDATE ${t} SET owner = NULL, expires_at = statement_timestamp()
+  WHERE key = $1 AND state = 'p' AND owner = $2 RETURNING waiting
 )
 SELECT count(*)::int AS n,
   count(pg_notify($3, '${Outcome.Released}' || $1)) FILTER (WHERE waiting) AS notified
-FROM gone`,
+FROM ended`,
       bind: (p: OwnerParams) => [p.key, p.token, table],
     },
 
@@ -119,17 +129,15 @@ FROM ${t} WHERE key = $1 AND expires_at > statement_timestamp()`,
     delete: { text: deleteSql(t), bind: deleteValues(table) },
 
     /**
-     * Input: $1 batch size. Deletes up to that many expired rows; rows another transaction holds
-     * (a takeover, a completion in flight) are skipped, so sweepers of several instances and the
-     * request path never wait on each other.
+     * Input: $1 batch size. Deletes up to that many expired rows, but a claim that died (for
+     * listing, as stuck); rows another transaction holds (a takeover, a completion in flight)
+     * are skipped, so sweepers of several instances and the request path never wait on each
+     * other.
      */
-    sweep: {
-      text: `DELETE FROM ${t} WHERE ctid = ANY (ARRAY (
-  SELECT ctid FROM ${t} WHERE expires_at <= statement_timestamp()
-  LIMIT $1 FOR UPDATE SKIP LOCKED
-))`,
-      bind: batchValues,
-    },
+    sweep: { text: sweepSql(t), bind: batchValues },
+
+    /** `sweep`, keeping half-done runs (pending, with live steps) too. */
+    sweepRuns: { text: sweepSql(t, quote(stepsTable(table, 63))), bind: batchValues },
   });
 }
 
@@ -153,12 +161,15 @@ const NO_STEPS: ClaimSteps = { free: '', unchanged: '', columns: '', rows: '' };
 /** The claim statement (see `statements().claim`), with what `steps` adds. */
 export function claimSql(t: string, steps: ClaimSteps = NO_STEPS): string {
   return `WITH inserted AS (
-  INSERT INTO ${t} AS r (key, state, fingerprint, owner, expires_at)
-  SELECT $1::text, 'p', $3::text, $2::text, ${inMs('$4')}
+  INSERT INTO ${t} AS r (key, state, fingerprint, owner, expires_at, route, label, claimed_at)
+  SELECT $1::text, 'p', $3::text, $2::text, ${inMs('$4')}, $6::text, $7::text,
+    statement_timestamp()
   WHERE NOT EXISTS (SELECT FROM ${t} WHERE key = $1 AND expires_at > statement_timestamp())${steps.free}
   ON CONFLICT (key) DO UPDATE
     SET state = 'p', fingerprint = excluded.fingerprint, owner = excluded.owner, waiting = false,
-      meta = NULL, body = NULL, completed_at = NULL, expires_at = excluded.expires_at
+      meta = NULL, body = NULL, completed_at = NULL, expires_at = excluded.expires_at,
+      route = excluded.route, label = excluded.label, claimed_at = excluded.claimed_at,
+      reported = false
     WHERE r.expires_at <= statement_timestamp()${steps.unchanged}
   RETURNING 1
 ), marked AS (
@@ -169,11 +180,30 @@ export function claimSql(t: string, steps: ClaimSteps = NO_STEPS): string {
 )
 SELECT EXISTS (SELECT FROM inserted) AS claimed, EXISTS (SELECT FROM marked) AS marked,
   r.state, r.waiting, ${msUntil('r.expires_at')} AS left_ms,
+  r.state = 'p' AND r.owner = $2 AS own,
   $3 <> '' AND r.fingerprint <> '' AND r.fingerprint <> $3 AS mismatch,
   CASE WHEN r.state = 'c' AND ($3 = '' OR r.fingerprint IN ('', $3)) THEN r.meta END AS meta,
   CASE WHEN r.state = 'c' AND ($3 = '' OR r.fingerprint IN ('', $3)) THEN r.body END AS body${steps.columns}
 FROM (SELECT) AS one
 LEFT JOIN ${t} r ON r.key = $1 AND r.expires_at > statement_timestamp()${steps.rows}`;
+}
+
+/**
+ * The sweeper's statement (see `statements().sweep`): expired rows, but a claim that died
+ * unreleased less than {@link STUCK_KEPT_MS} ago (listed as stuck) and, with the steps table
+ * `s`, a pending row whose key has live steps (a half-done run).
+ */
+function sweepSql(t: string, s?: string): string {
+  const halfDone = s
+    ? `
+    AND NOT EXISTS (SELECT FROM ${s} s WHERE s.key = r.key AND s.expires_at > statement_timestamp())`
+    : '';
+  return `DELETE FROM ${t} WHERE ctid = ANY (ARRAY (
+  SELECT ctid FROM ${t} r WHERE expires_at <= statement_timestamp()
+    AND NOT (state = 'p' AND owner IS NOT NULL AND claimed_at IS NOT NULL
+      AND claimed_at > statement_timestamp() - interval '${STUCK_KEPT_MS} milliseconds')${halfDone}
+  LIMIT $1 FOR UPDATE SKIP LOCKED
+))`;
 }
 
 /** The completion statement (see `statements().complete`), with `also`: more CTEs. */

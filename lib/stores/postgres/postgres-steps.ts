@@ -31,6 +31,9 @@ export function postgresStepsTableName(table: string): string {
 export function stepStatements(table: string) {
   const t = quote(table);
   const s = quote(postgresStepsTableName(table));
+  /** The caller's own live claim of the key: its claim sent again. */
+  const own = `SELECT FROM ${t} WHERE key = $1 AND state = 'p' AND owner = $2
+      AND expires_at > statement_timestamp()`;
   /** Live steps of the key ($1) recorded under another fingerprint than the caller's ($3). */
   const foreign = `SELECT FROM ${s} WHERE key = $1 AND expires_at > statement_timestamp()
       AND $3 <> '' AND fingerprint NOT IN ('', $3)`;
@@ -39,8 +42,8 @@ export function stepStatements(table: string) {
      * The claim of a resumable run: `statements().claim`, and in the same statement the steps
      * earlier runs recorded under the key. Input: as the claim. Output: the claim's row, with
      * `foreign_steps` (the key is free but its steps belong to another payload: nothing was
-     * inserted, key_reused); then, when it took the key, one row per live step (`step_*`, the
-     * claim's columns NULL). Rows, not arrays: node-postgres parses a bytea[] character by
+     * inserted, key_reused); then, when it took the key (or holds it: its claim sent again),
+     * one row per live step (`step_*`, the claim's columns NULL). Rows, not arrays: node-postgres parses a bytea[] character by
      * character, some 40 times slower than a bytea column.
      *
      * The steps are read under the statement's snapshot. A step committed after it, by an owner
@@ -61,8 +64,9 @@ export function stepStatements(table: string) {
   NULL::bytea AS step_body`,
         rows: `
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, idx, name, meta, body
-FROM ${s} WHERE key = $1 AND expires_at > statement_timestamp() AND EXISTS (SELECT FROM inserted)`,
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, idx, name, meta, body
+FROM ${s} WHERE key = $1 AND expires_at > statement_timestamp()
+  AND (EXISTS (SELECT FROM inserted) OR EXISTS (${own}))`,
       }),
     },
 

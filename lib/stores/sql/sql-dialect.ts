@@ -7,6 +7,7 @@
  */
 import type { Logger } from '@nestjs/common';
 import type { ClaimRequest, ClaimResult, StoredResponse, StoredStep } from '../idempotency.store';
+import type { SqlListingDialect } from './sql-listing-sql';
 import type { SqlQueries } from './sql-queries';
 import type { Placeholders } from './transaction';
 import type { Watchers } from './watchers';
@@ -90,8 +91,13 @@ export interface CoreStatements {
   inspect: SqlStatement<KeyParams>;
   /** The key's live steps: `idx` and `name`, in index order. */
   inspectSteps: SqlStatement<KeyParams>;
-  /** Deletes up to `batch` expired records; changes the rows it deleted. */
+  /**
+   * Deletes up to `batch` expired records, but those listing keeps (a claim that died, for a
+   * day); changes the rows it deleted. For a store without a steps table.
+   */
   sweep: SqlStatement<BatchParams>;
+  /** `sweep` once the steps table exists: it keeps half-done runs too, while their steps live. */
+  sweepRuns: SqlStatement<BatchParams>;
   /** `sweep`, for expired steps. */
   sweepSteps: SqlStatement<BatchParams>;
 }
@@ -116,7 +122,12 @@ export interface FoundTables {
   table: boolean;
   /** The steps table beside it. */
   steps: boolean;
+  /** The records' table has the columns listing reads (migration 003). */
+  listing: boolean;
 }
+
+/** What a database error says is missing: a table, its schema, or columns (a migration). */
+export type Missing = 'table' | 'schema' | 'columns';
 
 /** The live record `inspect` found, in ms. */
 export interface InspectedRow {
@@ -163,6 +174,8 @@ export interface SqlDialect {
   /** The steps table beside it (see steps-table.ts). */
   readonly stepsTable: string;
   readonly sql: CoreStatements;
+  /** What the listing statements need of its SQL. */
+  readonly listing: SqlListingDialect;
   /** Sends a statement through the pool. */
   exec(
     statement: Pick<SqlStatement<never>, 'name' | 'text'>,
@@ -170,8 +183,8 @@ export interface SqlDialect {
   ): Promise<SqlResult>;
   /** Rows changed, read from what `queryInTransaction` resolved. */
   changedIn(raw: unknown): number;
-  /** Whether a database error code says a table, or its schema, does not exist. */
-  missing(code: string): 'table' | 'schema' | undefined;
+  /** Whether a database error code says a table, its schema or a column does not exist. */
+  missing(code: string): Missing | undefined;
   /** Which of the store's tables exist. */
   find(): Promise<FoundTables>;
   /** Creates what `found` lacks, from the migrations in `sql/<folder>/` (ensureSchema). */

@@ -14,6 +14,8 @@ export const MIGRATIONS = {
   records: '001_idempotency_records.sql',
   /** The steps table of resumable runs. */
   steps: '002_idempotency_steps.sql',
+  /** The records' columns and indexes that listing reads. */
+  listing: '003_idempotency_listing.sql',
 } as const;
 
 /**

@@ -86,9 +86,10 @@ export class SqlQueries {
    * swept by those that serve resumable runs. Each resolves the rows it deleted.
    */
   sweepBatches(): ((batch: number) => Promise<number>)[] {
-    const { sweep, sweepSteps } = this.dialect.sql;
+    const { sweep, sweepRuns, sweepSteps } = this.dialect.sql;
     return [
-      (batch) => this.changed(sweep, { batch }),
+      // Half-done runs' rows stay while their steps live, whichever instance recorded them.
+      async (batch) => this.changed((await this.hasSteps()) ? sweepRuns : sweep, { batch }),
       async (batch) => (this.stepsUsed ? this.changed(sweepSteps, { batch }) : 0),
     ];
   }
@@ -98,9 +99,12 @@ export class SqlQueries {
     const code = databaseErrorCode(error);
     const missing = code === undefined ? undefined : this.dialect.missing(code);
     if (!missing) return error;
-    const message = statement.steps
-      ? await this.schema.missingForSteps(missing)
-      : this.schema.missing(missing === 'table');
+    const message =
+      missing === 'columns'
+        ? this.schema.missingColumns()
+        : statement.steps
+          ? await this.schema.missingForSteps(missing)
+          : this.schema.missing(missing === 'table');
     return new Error(message, { cause: error });
   }
 }

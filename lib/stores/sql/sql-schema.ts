@@ -31,7 +31,7 @@ export class SqlSchema {
   ensure(): Promise<void> {
     return (this.created ??= (async () => {
       const found = await this.find();
-      if (!found.table || !found.steps) await this.dialect.create(found);
+      if (!found.table || !found.steps || !found.listing) await this.dialect.create(found);
       this.stepsFound = true;
     })().catch((error: unknown) => {
       this.created = undefined;
@@ -46,6 +46,7 @@ export class SqlSchema {
   async check(): Promise<void> {
     const found = await this.find();
     if (!found.table) this.logger.error(this.missing(found.schema));
+    else if (!found.listing) this.logger.error(this.missingColumns());
   }
 
   /**
@@ -77,6 +78,17 @@ export class SqlSchema {
   /** What to say when the records' table, or its schema (`schemaExists` false), is missing. */
   missing(schemaExists: boolean): string {
     return this.problem(this.dialect.table, schemaExists, MIGRATIONS.records);
+  }
+
+  /** What to say when the records' table lacks the columns of migration 003. */
+  missingColumns(): string {
+    const { name, folder, table } = this.dialect;
+    return (
+      `${name}: the table "${table}" lacks the columns that list records by state (not an ` +
+      `outage: a migration to apply). Apply sql/${folder}/${MIGRATIONS.listing} from the ` +
+      `nestjs-idempotency package with your migrations, or set ${folder}: { ..., ` +
+      'ensureSchema: true } to add them at boot. Idempotent requests answer 503 until it is applied.'
+    );
   }
 
   /**

@@ -10,7 +10,9 @@ import {
   TransactionalIdempotencyStore,
   WatchListener,
 } from '../idempotency.store';
+import type { ListRecordsPage, ListRecordsQuery, RecordCounts } from '../record-listing';
 import type { SqlContext, SqlDialect, SqlNotifier } from './sql-dialect';
+import { SqlListing } from './sql-listing';
 import type { SqlStoreOptions } from './options';
 import { SqlQueries } from './sql-queries';
 import { inspection } from './sql-rows';
@@ -50,6 +52,7 @@ export abstract class SqlIdempotencyStore
   private readonly context: SqlContext;
   private readonly notifier: SqlNotifier;
   private readonly sweeper: Sweeper;
+  private readonly listing: SqlListing;
   private readonly ensureSchema: boolean;
   private closed = false;
   private closing?: Promise<void>;
@@ -71,6 +74,7 @@ export abstract class SqlIdempotencyStore
       release: (key, token) => this.release(key, token),
     };
     this.notifier = dialect.notifier(this.context);
+    this.listing = new SqlListing(dialect, this.queries);
     this.sweeper = new Sweeper(
       this.queries.sweepBatches(),
       options.sweepBatchSize ?? 500,
@@ -216,6 +220,23 @@ export abstract class SqlIdempotencyStore
       throw error;
     }
     return unwatch;
+  }
+
+  /**
+   * One statement on the records' table (and, for the items' steps, one on the steps table),
+   * served by an index: migration 003's, partial ones on PostgreSQL.
+   */
+  override list(query: ListRecordsQuery): Promise<ListRecordsPage> {
+    return this.listing.list(query);
+  }
+
+  override countRecords(prefix: string, stuckAfterMs?: number): Promise<RecordCounts> {
+    return this.listing.countRecords(prefix, stuckAfterMs);
+  }
+
+  /** One UPDATE of the record's row, which serialises concurrent callers. */
+  override markAbandoned(key: string, endedBefore: number): Promise<boolean> {
+    return this.listing.markAbandoned(key, endedBefore);
   }
 
   /**
