@@ -146,6 +146,22 @@ describe.each(databases)('$name store: listing', (database) => {
     await store.close();
   });
 
+  it('keeps apart prefixes that differ where one holds a wildcard of LIKE (_ and %)', async () => {
+    const store = database.store(database.table('wildcards'));
+    const id = randomUUID().slice(0, 8);
+    const [under, percent, other] = [`a_${id}:`, `b%${id}:`, `aX${id}:`];
+    for (const prefix of [under, percent, other, `b${id}:`, `${under}{nested}:`]) {
+      await store.claim(`${prefix}{${randomUUID()}}`, claim('a'));
+    }
+    for (const prefix of [under, percent, other]) {
+      expect(await keysOf(store, prefix, 'running')).toEqual([
+        expect.stringMatching(new RegExp(`^${prefix.replace(/[%]/g, '%')}\\{[^{]+\\}$`)),
+      ]);
+      expect((await store.countRecords(prefix)).running).toBe(1);
+    }
+    await store.close();
+  });
+
   it('reports an abandoned run once across three stores on their own connections', async () => {
     const table = database.table('abandon');
     const stores = [database.store(table), database.store(table), database.store(table)];

@@ -69,9 +69,10 @@ export class PostgresDialect implements SqlDialect {
     this.connections = new PostgresConnections(pool, ownsPool);
   }
 
-  async exec(statement: Pick<SqlStatement<never>, 'name' | 'text'>, values: unknown[]) {
+  async exec(statement: Pick<SqlStatement<never>, 'name' | 'text' | 'adHoc'>, values: unknown[]) {
     const { text } = statement;
-    const result = await this.pool.query({ name: this.preparedName(statement), text, values });
+    const name = statement.adHoc ? undefined : this.preparedName(statement);
+    const result = await this.pool.query({ name, text, values });
     const n = (result.rows[0] as { n?: unknown } | undefined)?.n;
     return {
       rows: result.rows,

@@ -22,6 +22,11 @@ export interface SqlStatement<P> {
    * for a missing table names the steps' migration.
    */
   readonly steps?: boolean;
+  /**
+   * Built for one call, its values bound already (the listing's): PostgreSQL plans it for them
+   * each time, rather than keeping a prepared statement whose generic plan would not know them.
+   */
+  readonly adHoc?: boolean;
   /** The values, in the order of the text's placeholders (`$n`, or `?` with repeats). */
   bind(params: P): unknown[];
 }

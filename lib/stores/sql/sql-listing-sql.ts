@@ -101,7 +101,7 @@ FROM ${d.quote(table)} r
 WHERE ${where.join('\n  AND ')}
 ORDER BY ${since} ${dir}, ${k} ${dir}
 LIMIT ${bind(q.limit + 1)}`;
-  return { name: 'list', text, bind: () => values };
+  return { name: 'list', text, adHoc: true, bind: () => values };
 }
 
 /** How many records of each state are under `prefix` (columns named by state). */
@@ -123,7 +123,7 @@ export function countSql(
   ${count('running')}, ${count('stuck')}, ${count('half_done')}
 FROM ${t} r
 WHERE state = 'p' AND ${d.under(bind, prefix)}`;
-  return { name: 'count', text, bind: () => values };
+  return { name: 'count', text, adHoc: true, bind: () => values };
 }
 
 /**
@@ -142,7 +142,7 @@ export function markAbandonedSql(
   where.push(`expires_at <= ${d.at(bind, endedBeforeUs)}`, 'NOT reported');
   const text = `UPDATE ${d.quote(table)} r SET reported = TRUE
 WHERE ${where.join('\n  AND ')}`;
-  return { name: 'markAbandoned', text, bind: () => values };
+  return { name: 'markAbandoned', text, adHoc: true, bind: () => values };
 }
 
 /** The live steps (key, index, name) of `keys`, in index order. */
@@ -150,7 +150,7 @@ export function stepsOfSql(d: SqlListingDialect, stepsTable: string, keys: strin
   const { bind, values } = d.binder();
   const text = `SELECT ${d.key}, idx, name FROM ${d.quote(stepsTable)}
 WHERE ${d.key} IN (${keys.map(bind).join(', ')}) AND expires_at > ${d.now} ORDER BY idx`;
-  return { name: 'stepsOf', text, steps: true, bind: () => values };
+  return { name: 'stepsOf', text, steps: true, adHoc: true, bind: () => values };
 }
 
 /** The condition that a row `r` is in `state` (see the file's comment). */
