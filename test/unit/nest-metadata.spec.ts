@@ -8,6 +8,9 @@ import {
   RESOLVER_REFERENCE_METADATA,
   RESOLVER_TYPE_METADATA,
 } from '@nestjs/graphql/dist/graphql.constants';
+import { RABBIT_HANDLER } from '@golevelup/nestjs-rabbitmq';
+import * as websockets from '@nestjs/websockets/constants';
+import { WsParamtype } from '@nestjs/websockets/enums/ws-paramtype.enum';
 import * as ours from '../../lib/utils/nest-metadata';
 
 describe("Nest's private metadata keys", () => {
@@ -48,5 +51,18 @@ describe("Nest's private metadata keys", () => {
   it('EVENT_HANDLER and RESPONSE_PARAM_TYPES match the enums of Nest', () => {
     expect(ours.EVENT_HANDLER).toBe(PatternHandler.EVENT);
     expect(ours.RESPONSE_PARAM_TYPES).toEqual([RouteParamtypes.RESPONSE, RouteParamtypes.NEXT]);
+  });
+
+  it('the gateway keys and the @Ack() parameter type are what @nestjs/websockets uses', () => {
+    expect(ours.MESSAGE_MAPPING_METADATA).toBe(websockets.MESSAGE_MAPPING_METADATA);
+    expect(ours.WS_ACK_PARAM_TYPE).toBe(WsParamtype.ACK);
+  });
+
+  it("golevelup's handler symbol is found by its description", () => {
+    expect(RABBIT_HANDLER.description).toBe(ours.RABBIT_HANDLER_DESCRIPTION);
+    const handler = () => undefined;
+    Reflect.defineMetadata(RABBIT_HANDLER, { type: 'rpc', queue: 'q' }, handler);
+    expect(ours.rabbitHandler(handler)).toEqual({ type: 'rpc', queue: 'q' });
+    expect(ours.rabbitHandler(() => undefined)).toBeUndefined();
   });
 });
