@@ -1,4 +1,7 @@
+import { Test } from '@nestjs/testing';
+import { Ack, MessageBody, SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
 import { randomUUID } from 'node:crypto';
+import { Idempotent, IdempotencyModule } from '../../lib';
 import {
   GATEWAY_PLATFORMS,
   type GatewayApp,
@@ -101,10 +104,13 @@ describe.each(GATEWAY_PLATFORMS)('gateways on %s', (platform) => {
     });
 
     it('releases the key when the handler fails, so a retry runs', async () => {
+      // The failure reaches its own connection (socket.io's `exception` event; on ws, Nest 12
+      // sends it, Nest 11 nothing): the retry comes on another.
+      const failing = await api.connect();
       const client = await api.connect();
       const message = { idempotencyKey: newKey(), amount: 5 };
       const released = api.executions.waitFor('released');
-      client.send('fail', message);
+      failing.send('fail', message);
       await released;
       expect(await client.request('fail', message)).toEqual({ charged: 5, run: 2 });
       expect(await client.request('fail', message)).toEqual({ charged: 5, run: 2 });
@@ -152,10 +158,11 @@ describe.each(GATEWAY_PLATFORMS)('gateways on %s', (platform) => {
     });
 
     it('resumes a resumable handler after its last recorded step', async () => {
+      const failing = await api.connect();
       const client = await api.connect();
       const message = { idempotencyKey: newKey(), amount: 1, item: 'book' };
       const released = api.executions.waitFor('released');
-      client.send('order', message);
+      failing.send('order', message);
       await released;
       const answer = await client.request('order', message);
       expect(answer).toEqual({ reserved: { item: 'book', run: 1 }, paid: 'paid-1' });
@@ -229,5 +236,32 @@ describe('socket.io acks and retries', () => {
     const exception = client.next('exception');
     client.send('charge', { idempotencyKey, amount: 2 });
     expect(await exception).toEqual(refusal('socket.io', 'IDEMPOTENCY_KEY_REUSED'));
+  });
+});
+
+describe('@Idempotent() on gateways at boot', () => {
+  it('refuses a handler that acks through @Ack(): a replay could not ack again', async () => {
+    @WebSocketGateway()
+    class AckingGateway {
+      @SubscribeMessage('pay')
+      @Idempotent()
+      pay(@MessageBody() data: unknown, @Ack() ack: (value: unknown) => void) {
+        ack(data);
+      }
+    }
+    const boot = async () => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [IdempotencyModule.forRoot()],
+        providers: [AckingGateway],
+      }).compile();
+      try {
+        await moduleRef.init();
+      } finally {
+        await moduleRef.close();
+      }
+    };
+    await expect(boot()).rejects.toThrow(
+      'IdempotencyModule: AckingGateway.pay acknowledges through @Ack()',
+    );
   });
 });
