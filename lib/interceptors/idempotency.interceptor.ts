@@ -194,10 +194,11 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
     const tenancy = tenantId(tenant, handler);
     if (tenancy !== undefined) return recordScope(route, tenancy, undefined);
     const principal = principalId(this.getAdapter(context)?.principal?.(context), handler);
-    if (principal === undefined && ['http', 'graphql'].includes(context.getType())) {
+    if (principal === undefined && ['http', 'graphql', 'ws'].includes(context.getType())) {
       this.core.events.warnOnce(
         handler,
-        "no principal (request.user) and no `scope`: every caller shares this route's records " +
+        'no principal (request.user; on a gateway, client.data.user) and no `scope`: every ' +
+          "caller shares this route's records " +
           "(a caller can replay another's response). Set `scope`, or `scope: 'public'` for a public endpoint",
         'unscoped',
       );

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Ack, MessageBody, SubscribeMessage, WebSocketGateway } from '@nestjs/websockets';
 import { randomUUID } from 'node:crypto';
@@ -127,6 +128,21 @@ describe.each(GATEWAY_PLATFORMS)('gateways on %s', (platform) => {
       expect(theirs).toMatchObject({ user: 'bob' });
       expect(theirs).not.toEqual(mine);
       expect(await aliceAgain.request('charge', message)).toEqual(mine);
+    });
+
+    it('warns once for a handler whose socket has no user and no scope', async () => {
+      const warn = jest.spyOn(Logger.prototype, 'warn');
+      try {
+        const client = await api.connect();
+        await client.request('byOrder', { orderId: newKey(), amount: 1 });
+        await client.request('byOrder', { orderId: newKey(), amount: 1 });
+        const unscoped = warn.mock.calls.filter(([message]) =>
+          String(message).includes('PaymentsGateway.byOrder: no principal'),
+        );
+        expect(unscoped).toHaveLength(1);
+      } finally {
+        warn.mockRestore();
+      }
     });
 
     it('reads the key through a key function', async () => {
