@@ -10,7 +10,7 @@ import { payloadKey, type RefusalBody, refusalBody } from './rpc-context.adapter
 import { captureError, captureValues, replayValues } from './value-outcome';
 
 /** The event Nest's exception filter sends a gateway's client its errors under. */
-export const GATEWAY_EXCEPTION_EVENT = 'exception';
+const GATEWAY_EXCEPTION_EVENT = 'exception';
 
 /** The part of a gateway's client (a socket.io Socket, a `ws` WebSocket) read here. */
 interface GatewayClient {
