@@ -64,6 +64,16 @@ describe.each(GATEWAY_PLATFORMS)('gateways on %s', (platform) => {
       expect(api.executions.count('notify')).toBe(before + 1);
     });
 
+    it("replays without running the handler's own interceptors, whatever their order", async () => {
+      const client = await api.connect();
+      const message = { idempotencyKey: newKey(), amount: 2 };
+      const before = api.executions.count('stamping');
+      const first = await client.request('stamped', message);
+      expect(first).toEqual({ charged: 2, run: expect.any(Number), stamped: true });
+      expect(await client.request('stamped', message)).toEqual(first);
+      expect(api.executions.count('stamping')).toBe(before + 1);
+    });
+
     it('refuses another payload under the key with IDEMPOTENCY_KEY_REUSED', async () => {
       const client = await api.connect();
       const idempotencyKey = newKey();
@@ -207,11 +217,11 @@ describe.each(GATEWAY_PLATFORMS)('gateways on %s', (platform) => {
   });
 });
 
-describe('socket.io acks and retries', () => {
-  const prefix = uniquePrefix('gateways-retries');
+describe.each(STORES)('socket.io acks and retries on the %s store', (store) => {
+  const prefix = uniquePrefix(`gateways-retries-${store}`);
   let api: GatewayApp;
   beforeAll(async () => {
-    api = await startGatewayApp('socket.io', storeOptions('redis', prefix));
+    api = await startGatewayApp('socket.io', storeOptions(store, prefix));
   });
   afterAll(async () => {
     await api?.close();

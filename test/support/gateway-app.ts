@@ -1,4 +1,12 @@
-import { type INestApplication, Module } from '@nestjs/common';
+import {
+  type CallHandler,
+  type ExecutionContext,
+  type INestApplication,
+  Injectable,
+  Module,
+  type NestInterceptor,
+  UseInterceptors,
+} from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { IoAdapter } from '@nestjs/platform-socket.io';
 import { WsAdapter } from '@nestjs/platform-ws';
@@ -11,6 +19,7 @@ import {
   WsException,
 } from '@nestjs/websockets';
 import type { IncomingMessage } from 'node:http';
+import { map, type Observable } from 'rxjs';
 import { io, type Socket } from 'socket.io-client';
 import WebSocket from 'ws';
 import {
@@ -39,6 +48,17 @@ export interface Charge {
   amount: number;
   orderId?: string;
   item?: string;
+}
+
+/** A handler's own interceptor: stamps what it returns, and counts its runs. */
+@Injectable()
+export class Stamping implements NestInterceptor {
+  constructor(private readonly executions: Executions) {}
+
+  intercept(_context: ExecutionContext, next: CallHandler): Observable<unknown> {
+    this.executions.hit('stamping');
+    return next.handle().pipe(map((value) => ({ ...(value as object), stamped: true })));
+  }
 }
 
 /**
@@ -106,6 +126,14 @@ export class PaymentsGateway implements OnGatewayConnection {
   @Idempotent({ key: (context) => context.switchToWs().getData<Charge>().orderId })
   byOrder(@MessageBody() data: Charge) {
     return { charged: data.amount, run: this.executions.hit('byOrder') };
+  }
+
+  /** Its own interceptor declared outside @Idempotent(): a replay must not run it again. */
+  @SubscribeMessage('stamped')
+  @Idempotent()
+  @UseInterceptors(Stamping)
+  stamped(@MessageBody() data: Charge) {
+    return { charged: data.amount, run: this.executions.hit('stamped') };
   }
 
   /** A downstream key derived from the record: the same on every run of one message. */
