@@ -36,6 +36,10 @@ module.exports = {
     // the SQS consumers run on NestJS 11 only; @IdempotentSqsMessage() itself needs no Nest
     // package beyond @nestjs/common's Inject.
     '/test/e2e/sqs-consumers\\.e2e-spec\\.ts$',
+    // @golevelup/nestjs-rabbitmq 9 has no NestJS 12 release (it require()s @nestjs/common, which
+    // Jest's VM cannot load as Nest 12's ES module): its handlers run on NestJS 11 only. The
+    // WebSocket gateways (@nestjs/websockets 12) run here.
+    '/test/e2e/(golevelup-rabbitmq|rabbit-handlers-in-controllers)\\.e2e-spec\\.ts$',
   ],
   extensionsToTreatAsEsm: ['.ts'],
   // Transpile only (isolatedModules in compat/nest12/tsconfig.json), as in jest.shared.js: `npm

@@ -13,6 +13,7 @@ const SCRIPTS = {
       mercurius: 'apps/graphql.js',
       grpc: 'apps/grpc.js',
       tcp: 'apps/tcp.js',
+      socketio: 'apps/gateway.js',
       run: 'apps/runner.js',
     })[lane.kind],
   'node-idempotency': () => 'peer/app.js',

@@ -3,8 +3,9 @@
 // every lane has its own plain scenario (the same entry point without idempotency) to be
 // normalised by. A group's apps run at the same time and its measurements are interleaved in
 // rounds (odd rounds reversed), so lanes compared with each other (ours and a peer) sit in one
-// group. Not the whole matrix: every entry point meets every store at least once, but 409, 422,
-// the variants and the peers only where they say something new (see bench/README.md, "Lanes").
+// group. Not the whole matrix: every entry point meets every store at least once (the socket.io
+// gateway: Redis only), but 409, 422, the variants and the peers only where they say something
+// new (see bench/README.md, "Lanes").
 const { IO } = require('./config');
 
 const ENTRY = {
@@ -14,6 +15,7 @@ const ENTRY = {
   mercurius: 'GraphQL Mercurius',
   grpc: 'gRPC unary',
   tcp: 'TCP message',
+  socketio: 'socket.io gateway',
   run: 'run()',
 };
 const STORE = { memory: 'memory', redis: 'Redis', postgres: 'PostgreSQL', mysql: 'MariaDB' };
@@ -157,7 +159,10 @@ const GROUPS = [
   {
     name: 'entry',
     title: 'Every entry point on Redis',
-    lanes: ENTRY_POINTS.map((kind) => lane('entry', kind, 'redis', { scenarios: ALL })),
+    // The socket.io gateway here only: its store path is every entry point's.
+    lanes: [...ENTRY_POINTS, 'socketio'].map((kind) =>
+      lane('entry', kind, 'redis', { scenarios: ALL }),
+    ),
   },
   ...['memory', 'postgres', 'mysql'].map((store) => ({
     name: `entry-${store}`,

@@ -50,6 +50,7 @@ const LOADER = {
   mercurius: 'http',
   grpc: 'grpc',
   tcp: 'tcp',
+  socketio: 'socketio',
   run: 'run',
 };
 
@@ -79,6 +80,9 @@ function request(lane, scenario, key, { stored = false } = {}) {
     case 'tcp':
       if (b === 'conflict') return { pattern: 'hold', data: {} };
       return { pattern: b === 'plain' ? 'pay.plain' : 'pay', data: { amount } };
+    case 'socketio':
+      if (b === 'conflict') return { event: 'hold', data: {} };
+      return { event: b === 'plain' ? 'pay.plain' : 'pay', data: { amount } };
     default: {
       if (b === 'conflict') return { path: '/hold', body: {} };
       const path = { plain: '/baseline', floor: '/intercepted' }[b] ?? '/idempotent';
@@ -88,6 +92,9 @@ function request(lane, scenario, key, { stored = false } = {}) {
   }
 }
 
+/** The gateway's socket.io URL. */
+const wsUrl = (app) => `ws://127.0.0.1:${app.port}`;
+
 /** Sends one request; resolves with { ok, text } (ok: the handler's answer, no refusal). */
 async function once(app, req, key) {
   const { lane } = app;
@@ -95,6 +102,7 @@ async function once(app, req, key) {
   if (loader === 'grpc')
     return send('grpc', 'probe', { address: `127.0.0.1:${app.port}`, ...req, key });
   if (loader === 'tcp') return send('tcp', 'probe', { port: app.port, ...req, key });
+  if (loader === 'socketio') return send('socketio', 'probe', { url: wsUrl(app), ...req, key });
   const response = await post(
     `${app.base}${req.path}`,
     req.body,
@@ -170,6 +178,8 @@ function loadSpec(app, scenario, key, { seconds, count }) {
       return { ...common, address: `127.0.0.1:${app.port}`, ...req };
     case 'tcp':
       return { ...common, port: app.port, ...req };
+    case 'socketio':
+      return { ...common, url: wsUrl(app), ...req };
     default:
       return {
         ...common,

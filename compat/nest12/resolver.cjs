@@ -12,7 +12,11 @@ const NEST12 = __dirname;
 const ROOT = resolve(NEST12, '..', '..');
 const LIB = join(ROOT, 'lib');
 const NEST12_MODULES = join(NEST12, 'node_modules');
-const MICROSERVICES_SHIM = join(NEST12, 'microservices-shim.cjs');
+/** ESM-only Nest 12 packages the library require()s lazily, and the shim answering for each. */
+const SHIMS = {
+  '@nestjs/microservices': join(NEST12, 'microservices-shim.cjs'),
+  '@nestjs/websockets': join(NEST12, 'websockets-shim.cjs'),
+};
 
 function packageName(request) {
   const parts = request.split('/');
@@ -29,9 +33,7 @@ module.exports = (request, options) => {
   const bare = !request.startsWith('.') && !request.startsWith('/') && !request.startsWith('node:');
   if (bare && existsSync(join(NEST12_MODULES, packageName(request)))) {
     // See microservices-shim.cjs: Jest 29 cannot require() an ES module.
-    if (request === '@nestjs/microservices' && options.conditions?.includes('require')) {
-      return MICROSERVICES_SHIM;
-    }
+    if (SHIMS[request] && options.conditions?.includes('require')) return SHIMS[request];
     if (!options.basedir.startsWith(NEST12_MODULES)) options = { ...options, basedir: NEST12 };
   }
   return options.defaultResolver(request, options);

@@ -16,8 +16,9 @@ export type IdempotencyOutcome =
   | 'record-unreadable';
 
 /**
- * Everything the interceptor needs that differs between transports (HTTP, RPC). The interceptor's
- * flow is the same for all; an adapter per context type fills in these steps.
+ * Everything the interceptor needs that differs between transports (HTTP, RPC, GraphQL, gRPC,
+ * WebSocket gateways, golevelup RabbitMQ handlers). The interceptor's flow is the same for all;
+ * an adapter per context type fills in these steps.
  */
 export interface IdempotencyContextAdapter {
   /**
@@ -109,6 +110,20 @@ export interface IdempotencyContextAdapter {
     outcome: IdempotencyOutcome,
     options: ResolvedIdempotencyOptions,
   ): void;
+
+  /**
+   * What to emit instead of throwing `error`, where a thrown refusal would not reach the client
+   * or would be settled wrongly: Nest's `ws` adapter sends a gateway's client no exception, and
+   * golevelup hands a handler's error to the queue's error behaviour, which may dead-letter a
+   * duplicate that only had to wait. Called with whatever the handler's pipeline failed with
+   * (the exceptions {@link toException} made, and the handler's own errors); returns it thrown
+   * again when it is not one to answer. Optional: the other transports throw.
+   */
+  answer?(
+    context: ExecutionContext,
+    error: unknown,
+    options: ResolvedIdempotencyOptions,
+  ): Observable<unknown>;
 
   /** Turns a transport-neutral error into what this transport throws (HttpException...). */
   toException(

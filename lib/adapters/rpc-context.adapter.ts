@@ -11,6 +11,13 @@ import { captureError, replayedError } from './value-outcome';
 /** Payload field read when the transport carries no key header. */
 export const PAYLOAD_KEY_FIELD = 'idempotencyKey';
 
+/** The payload's `idempotencyKey` field, or undefined (a payload that is no object has none). */
+export function payloadKey(data: unknown): unknown {
+  return data !== null && typeof data === 'object'
+    ? (data as Record<string, unknown>)[PAYLOAD_KEY_FIELD]
+    : undefined;
+}
+
 /** The parts of Nest's transport contexts (NatsContext, RmqContext, KafkaContext...) used here. */
 interface TransportContext {
   getHeaders?(): NatsHeaders | undefined;
@@ -60,9 +67,7 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
   readKey(context: ExecutionContext, options: ResolvedIdempotencyOptions): unknown {
     const rpc = context.switchToRpc();
     const header = readHeader(rpc.getContext<TransportContext>(), options.headerName);
-    if (header !== undefined) return header;
-    const data = rpc.getData<Record<string, unknown> | undefined>();
-    return data !== null && typeof data === 'object' ? data[PAYLOAD_KEY_FIELD] : undefined;
+    return header !== undefined ? header : payloadKey(rpc.getData());
   }
 
   fingerprint(context: ExecutionContext): string {
@@ -136,13 +141,30 @@ export class RpcContextAdapter implements IdempotencyContextAdapter {
   }
 
   toException(_context: ExecutionContext, error: IdempotencyError): Error {
-    return new this.RpcException({
-      status: 'error',
-      code: error.code,
-      message: error.message,
-      ...(error.retryAfterMs !== undefined && { retryAfterMs: error.retryAfterMs }),
-    });
+    return new this.RpcException(refusalBody(error));
   }
+}
+
+/** What a message transport's client reads of a refusal: an RpcException's error, a reply... */
+export interface RefusalBody {
+  status: 'error';
+  code: IdempotencyError['code'];
+  message: string;
+  /** How long to wait before sending it again, in ms (in progress, store unavailable). */
+  retryAfterMs?: number;
+}
+
+/**
+ * A refusal as the message transports tell it (an RpcException's error, a gateway's `exception`
+ * or ack, a golevelup RPC reply): Nest's `{ status: 'error', message }` with the code.
+ */
+export function refusalBody(error: IdempotencyError): RefusalBody {
+  return {
+    status: 'error',
+    code: error.code,
+    message: error.message,
+    ...(error.retryAfterMs !== undefined && { retryAfterMs: error.retryAfterMs }),
+  };
 }
 
 /** The parts of the `nats` package's MsgHdrs used here. */
@@ -165,6 +187,14 @@ function readHeader(transport: TransportContext | undefined, name: string): unkn
   const packet = transport.getPacket?.();
   const headers =
     message?.properties?.headers ?? message?.headers ?? packet?.properties?.userProperties;
+  return headerValue(headers, name);
+}
+
+/**
+ * A header of a message's headers (RabbitMQ, Kafka, MQTT 5 user properties), matched in any
+ * case; undefined when absent, an array (refused as a key) when sent more than once.
+ */
+export function headerValue(headers: Record<string, unknown> | undefined, name: string): unknown {
   if (!headers) return undefined;
   const wanted = name.toLowerCase();
   const values = Object.keys(headers)

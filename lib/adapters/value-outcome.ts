@@ -1,4 +1,5 @@
 import { HttpException } from '@nestjs/common';
+import { defer, from, type Observable } from 'rxjs';
 import type { IdempotencyErrorMatcher } from '../interfaces/idempotency-options.interface';
 import { describeError, rebuildError, type StoredError } from '../utils/error-codec';
 import { type ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
@@ -6,8 +7,9 @@ import { decodeValue, encodeValue } from '../utils/value-codec';
 
 /**
  * Outcomes that are values of a program rather than HTTP responses: what a GraphQL resolver, a
- * gRPC method or `IdempotencyService.run()`'s function returned or threw. One mapping for all of
- * them, so a value or an error stored by one replays as it does on the others.
+ * gRPC method, a WebSocket gateway, a golevelup RabbitMQ handler or `IdempotencyService.run()`'s
+ * function returned or threw. One mapping for all of them, so a value or an error stored by one
+ * replays as it does on the others.
  */
 
 /** What to store of a returned value (see `encodeValue`), or why it cannot be stored. */
@@ -58,4 +60,25 @@ export function replayValue(
 ): unknown {
   if (snapshot.error) throw replayedError(snapshot, storeErrors, rebuild);
   return decodeValue(snapshot.value as string);
+}
+
+/**
+ * What to store of every value a handler emitted (a gateway may answer with several messages),
+ * so that a replay emits the same values in the same order; or why they cannot be stored.
+ */
+export function captureValues(values: unknown[]): ResponseSnapshot | string {
+  for (const value of values) {
+    const reason = unreplayableReason(value);
+    if (reason) return reason;
+  }
+  return captureValue(values);
+}
+
+/** The values {@link captureValues} stored, emitted again; a stored error is thrown rebuilt. */
+export function replayValues(
+  snapshot: ResponseSnapshot,
+  storeErrors: readonly IdempotencyErrorMatcher[],
+  rebuild: (stored: StoredError, status: number | undefined) => Error,
+): Observable<unknown> {
+  return defer(() => from(replayValue(snapshot, storeErrors, rebuild) as unknown[]));
 }

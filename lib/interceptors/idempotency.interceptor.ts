@@ -11,12 +11,14 @@ import {
   Optional,
 } from '@nestjs/common';
 import { HttpAdapterHost, ModuleRef, Reflector } from '@nestjs/core';
-import { finalize, Observable, tap } from 'rxjs';
+import { catchError, finalize, Observable, tap } from 'rxjs';
 import type { IdempotencyContextAdapter } from '../adapters/context-adapter';
 import { HttpContextAdapter } from '../adapters/http-context.adapter';
+import { GolevelupContextAdapter } from '../adapters/golevelup-context.adapter';
 import { GraphqlContextAdapter } from '../adapters/graphql-context.adapter';
 import { GrpcContextAdapter, grpcPattern } from '../adapters/grpc-context.adapter';
 import { RpcContextAdapter } from '../adapters/rpc-context.adapter';
+import { WsContextAdapter } from '../adapters/ws-context.adapter';
 import { ClaimCore } from '../core/claim-core';
 import { describe, type EventSource } from '../core/outcome-events';
 import { ownerToken, recordKey, recordScope } from '../core/record-key';
@@ -31,6 +33,7 @@ import { resolveModuleOptions, type ResolvedModuleOptions } from '../options';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { isPromise } from '../utils/is-promise';
 import { parseIdempotencyKey } from '../utils/key';
+import { rabbitHandler } from '../utils/nest-metadata';
 import { principalId, tenantId } from '../utils/principal';
 import { withTimeout } from '../utils/timeout';
 import { ClaimedHandler, type RouteClaim } from './claimed-handler';
@@ -60,7 +63,7 @@ export class IdempotencyInterceptor
 {
   protected readonly logger = new Logger('Idempotency');
   private readonly adapters: Partial<
-    Record<ContextType | 'graphql' | 'grpc', IdempotencyContextAdapter>
+    Record<ContextType | 'graphql' | 'grpc' | 'rmq', IdempotencyContextAdapter>
   >;
   private readonly serializers: GlobalSerializers;
   private readonly routes: RouteResolver;
@@ -117,10 +120,16 @@ export class IdempotencyInterceptor
       return next.handle();
     }
     const handler = route?.name ?? routeName(context.getClass(), context.getHandler());
-    const unsupported = adapter
-      ? adapter.unsupported(context)
-      : `${context.getType()} handlers are not supported yet`;
-    if (!adapter || unsupported) {
+    if (!adapter) {
+      // The boot checks refuse @Idempotent() where no adapter serves it: only a subclass's own
+      // getAdapter() can leave a context type out. Never run unprotected without a word.
+      throw new Error(
+        `IdempotencyModule: @Idempotent() on ${handler} cannot work: ` +
+          `${context.getType()} handlers are not supported`,
+      );
+    }
+    const unsupported = adapter.unsupported(context);
+    if (unsupported) {
       this.core.events.warnOnce(handler, `@Idempotent() has no effect here: ${unsupported}`);
       return next.handle();
     }
@@ -128,13 +137,18 @@ export class IdempotencyInterceptor
     const source: RouteSource = { options, handler, route: identity, cached: route };
     handling.add(context);
     const done = () => void handling.delete(context);
+    // Transports where a thrown refusal would go astray answer it instead (a gateway's ack).
+    const answer = adapter.answer && ((e: unknown) => adapter.answer!(context, e, options));
     try {
-      return await this.claimAndRun(context, next, adapter, source, done);
+      const handled = await this.claimAndRun(context, next, adapter, source, done);
+      return answer ? handled.pipe(catchError(answer)) : handled;
     } catch (error) {
       done();
       if (!(error instanceof IdempotencyError)) throw error;
       this.settleRejected(context, source, error);
-      throw adapter.toException(context, error, options);
+      const exception = adapter.toException(context, error, options);
+      if (answer) return answer(exception);
+      throw exception;
     }
   }
 
@@ -161,9 +175,14 @@ export class IdempotencyInterceptor
   /** The transport adapter for this context, or undefined when the transport is not supported. */
   protected getAdapter(context: ExecutionContext): IdempotencyContextAdapter | undefined {
     // Adapters of optional transports are made on first use: they load their peer packages.
-    const type = context.getType<ContextType | 'graphql'>();
+    const type = context.getType<ContextType | 'graphql' | 'rmq'>();
     if (type === 'http') return this.adapters.http;
     if (type === 'graphql') return (this.adapters.graphql ??= new GraphqlContextAdapter());
+    if (type === 'ws') return (this.adapters.ws ??= new WsContextAdapter());
+    // golevelup's context type; another framework might use the name too.
+    if (type === 'rmq' && rabbitHandler(context.getHandler())) {
+      return (this.adapters.rmq ??= new GolevelupContextAdapter());
+    }
     if (type !== 'rpc') return undefined;
     if (grpcPattern(context.getHandler())) return (this.adapters.grpc ??= new GrpcContextAdapter());
     return (this.adapters.rpc ??= new RpcContextAdapter());
@@ -201,10 +220,11 @@ export class IdempotencyInterceptor
     const tenancy = tenantId(tenant, handler);
     if (tenancy !== undefined) return recordScope(route, tenancy, undefined);
     const principal = principalId(this.getAdapter(context)?.principal?.(context), handler);
-    if (principal === undefined && ['http', 'graphql'].includes(context.getType())) {
+    if (principal === undefined && ['http', 'graphql', 'ws'].includes(context.getType())) {
       this.core.events.warnOnce(
         handler,
-        "no principal (request.user) and no `scope`: every caller shares this route's records " +
+        'no principal (request.user; on a gateway, client.data.user) and no `scope`: every ' +
+          "caller shares this route's records " +
           "(a caller can replay another's response). Set `scope`, or `scope: 'public'` for a public endpoint",
         'unscoped',
       );

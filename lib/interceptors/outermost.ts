@@ -1,5 +1,10 @@
 import { MetadataScanner, type ModulesContainer } from '@nestjs/core';
-import { INTERCEPTORS_METADATA, RESOLVER_TYPE_METADATA } from '../utils/nest-metadata';
+import {
+  INTERCEPTORS_METADATA,
+  isGatewayHandler,
+  rabbitHandler,
+  RESOLVER_TYPE_METADATA,
+} from '../utils/nest-metadata';
 import { claimPoint, readsBody } from './body-readers';
 
 /**
@@ -66,8 +71,10 @@ export function hoistInterceptor(
 }
 
 /**
- * Every controller class of the app, and every GraphQL resolver class (a provider with
- * `@Query()`, `@Mutation()` or `@Subscription()` methods), with its handler functions and module.
+ * Every controller class of the app, and every provider whose methods Nest runs through
+ * interceptors: a GraphQL resolver (`@Query()`, `@Mutation()`, `@Subscription()`), a WebSocket
+ * gateway (`@SubscribeMessage()`), a golevelup RabbitMQ handler class (`@RabbitSubscribe()`,
+ * `@RabbitRPC()`); with its handler functions and module.
  */
 export function* controllers(
   modules: ModulesContainer,
@@ -86,7 +93,7 @@ export function* controllers(
     for (const { metatype } of module.providers.values()) {
       if (typeof metatype !== 'function' || !metatype.prototype) continue;
       const handlers = methods(metatype);
-      if (handlers.some((handler) => Reflect.hasMetadata(RESOLVER_TYPE_METADATA, handler))) {
+      if (handlers.some(isInterceptedHandler)) {
         yield { module, metatype, handlers };
       }
     }
@@ -95,4 +102,13 @@ export function* controllers(
 
 function bindings(target: object): unknown[] {
   return (Reflect.getMetadata(INTERCEPTORS_METADATA, target) as unknown[] | undefined) ?? [];
+}
+
+/** A provider's method Nest runs through interceptors (see {@link controllers}). */
+function isInterceptedHandler(handler: object): boolean {
+  return (
+    Reflect.hasMetadata(RESOLVER_TYPE_METADATA, handler) ||
+    isGatewayHandler(handler) ||
+    rabbitHandler(handler) !== undefined
+  );
 }

@@ -3,7 +3,14 @@ import { Reflector } from '@nestjs/core';
 import { grpcPattern } from '../adapters/grpc-context.adapter';
 import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import { preparePropagation } from '../propagation/install';
-import { PATTERN_METADATA, RESOLVER_TYPE_METADATA, respondsItself } from '../utils/nest-metadata';
+import {
+  acksItself,
+  isGatewayHandler,
+  PATTERN_METADATA,
+  rabbitHandler,
+  RESOLVER_TYPE_METADATA,
+  respondsItself,
+} from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../options';
 import { assertResumableReady } from '../core/step-store-checks';
 import { assertTransactionalReady } from '../core/transactions';
@@ -25,7 +32,12 @@ import { refuseUninterceptedMethods } from './unintercepted-methods';
  *   method and pattern in two modules, both run for an event): the second would be skipped as
  *   the first one's duplicate;
  * - `@Idempotent()` on a GraphQL subscription or a streaming gRPC method, which cannot be
- *   replayed (a subscription of an idempotent resolver class is left alone, as its queries are).
+ *   replayed (a subscription of an idempotent resolver class is left alone, as its queries are);
+ *   on a gateway's handler that acks through `@Ack()` or a golevelup batch subscriber, whose
+ *   answers cannot be stored.
+ * Every handler these checks see is of a context type the interceptor serves (HTTP, RPC, gRPC,
+ * GraphQL, WebSocket gateways, golevelup RabbitMQ): `@Idempotent()` anywhere else is refused by
+ * {@link refuseUninterceptedMethods}, never left to do nothing at the first message.
  */
 export function checkRoutes(
   modules: ModulesContainer,
@@ -45,6 +57,7 @@ export function checkRoutes(
       if (!route?.enabled) continue;
       const name = routeName(metatype, handler);
       refuseStreams(reflector, name, metatype, handler);
+      refuseUnstorable(name, metatype, handler);
       propagating ||= route.propagateKeys;
       if (route.transactional) {
         if (respondsItself(metatype, handler)) {
@@ -98,6 +111,27 @@ function refuseStreams(
         `method ${grpc.service}/${grpc.rpc}: ` +
         '@Idempotent() makes unary methods idempotent, a stream cannot be replayed. Remove ' +
         '@Idempotent() from it.',
+    );
+  }
+}
+
+/**
+ * Throws for `@Idempotent()` on a handler whose answer cannot be stored and sent again: a
+ * gateway's handler that acks through `@Ack()` (a replay would never call it), a golevelup batch
+ * subscriber (one call for many messages, which one key cannot stand for).
+ */
+function refuseUnstorable(name: string, metatype: object, handler: object): void {
+  if (isGatewayHandler(handler) && acksItself(metatype, handler)) {
+    throw new Error(
+      `IdempotencyModule: ${name} acknowledges through @Ack(): a replay could not send that ack ` +
+        'again. Return the value instead (Nest sends it as the ack), or remove @Idempotent().',
+    );
+  }
+  if (rabbitHandler(handler)?.batchOptions) {
+    throw new Error(
+      `IdempotencyModule: ${name} is a golevelup batch subscriber (batchOptions): it handles ` +
+        'many messages in one call, which one idempotency key cannot stand for. Remove ' +
+        '@Idempotent() and call IdempotencyService.run() per message inside it (docs/jobs.md).',
     );
   }
 }

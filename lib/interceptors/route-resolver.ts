@@ -3,11 +3,10 @@ import type { Reflector } from '@nestjs/core';
 import { IdempotentOptions } from '../decorators/idempotent-options.metadata';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import {
-  EVENT_HANDLER,
   HOST_METADATA,
   INTERCEPTORS_METADATA,
+  isEventHandler,
   PATH_METADATA,
-  PATTERN_HANDLER_METADATA,
   PATTERN_METADATA,
   VERSION_METADATA,
 } from '../utils/nest-metadata';
@@ -39,7 +38,7 @@ const RUN_TIME_WEIGHT = 0.2;
 
 /**
  * Works out, once per controller class and handler, whether a route is idempotent and with which
- * options (module < `@EventPattern` defaults < controller < method), and caches it.
+ * options (module < event defaults < controller < method), and caches it.
  */
 export class RouteResolver {
   private readonly routes = new WeakMap<object, WeakMap<object, Route | null>>();
@@ -97,8 +96,9 @@ export class RouteResolver {
 }
 
 /**
- * A route's options (module < `@EventPattern` defaults < controller < method), or undefined when
+ * A route's options (module < event defaults < controller < method), or undefined when
  * `@Idempotent()` is on neither the controller nor the handler. Opted out: `enabled` is false.
+ * Event defaults apply to `@EventPattern()` and golevelup's `@RabbitSubscribe()` handlers.
  */
 export function routeOptions(
   reflector: Reflector,
@@ -109,8 +109,8 @@ export function routeOptions(
   const onClass = reflector.get(IdempotentOptions, target as never);
   const onMethod = reflector.get(IdempotentOptions, handler as never);
   if (!onClass && !onMethod) return undefined;
-  const isEvent = Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === EVENT_HANDLER;
-  return mergeOptions(module, isEvent ? module.eventDefaults : undefined, onClass, onMethod);
+  const events = isEventHandler(handler) ? module.eventDefaults : undefined;
+  return mergeOptions(module, events, onClass, onMethod);
 }
 
 /**
@@ -167,9 +167,14 @@ export function timeRun(route: Route | null, started: number): void {
   route.runMs = route.runMs === 0 ? ms : route.runMs + (ms - route.runMs) * RUN_TIME_WEIGHT;
 }
 
-/** `Controller.method`. */
+/**
+ * `Controller.method`. A handler some framework bound before Nest wrapped it (golevelup's
+ * RabbitMQ handlers) is named `bound method`: named by its method all the same, as record keys
+ * name it.
+ */
 export function routeName(target: object, handler: object): string {
-  return `${(target as { name: string }).name}.${(handler as { name: string }).name}`;
+  const method = (handler as { name: string }).name.replace(/^(bound )+/, '');
+  return `${(target as { name: string }).name}.${method}`;
 }
 
 /**

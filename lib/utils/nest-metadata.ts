@@ -41,11 +41,17 @@ export const RESOLVER_TYPE_METADATA = 'graphql:resolver_type';
 export const RESOLVER_PROPERTY_METADATA = 'graphql:resolve_property';
 /** `@ResolveReference()` (Apollo Federation), on the handler. */
 export const RESOLVER_REFERENCE_METADATA = 'graphql:resolve_reference';
-/**
- * `@SubscribeMessage()` of `@nestjs/websockets` (not installed here, so not compared by the
- * test): a gateway's message handler, which Nest runs through interceptors.
- */
+/** `@SubscribeMessage()` of `@nestjs/websockets`: a gateway's message handler. */
 export const MESSAGE_MAPPING_METADATA = 'websockets:message_mapping';
+/** `WsParamtype.ACK` of `@nestjs/websockets`: `@Ack()`, the handler acknowledges by itself. */
+export const WS_ACK_PARAM_TYPE = 13;
+/**
+ * The description of `RABBIT_HANDLER`, the symbol `@RabbitSubscribe()` / `@RabbitRPC()` of
+ * `@golevelup/nestjs-rabbitmq` store their configuration under. A plain `Symbol()`, not
+ * `Symbol.for()`: found among a handler's metadata keys by its description, so that this
+ * package never loads golevelup to read it.
+ */
+export const RABBIT_HANDLER_DESCRIPTION = 'RABBIT_HANDLER';
 /** `PatternHandler.EVENT` of `@nestjs/microservices`. */
 export const EVENT_HANDLER = 2;
 /** `RouteParamtypes.RESPONSE` and `RouteParamtypes.NEXT` of `@nestjs/common`. */
@@ -56,10 +62,58 @@ export const RESPONSE_PARAM_TYPES = [1, 2];
  * rule Nest applies.
  */
 export function respondsItself(target: object, handler: object): boolean {
+  const injectsResponse = paramTypes(target, handler).some((type) =>
+    RESPONSE_PARAM_TYPES.includes(type),
+  );
+  const name = (handler as { name: string }).name;
+  return injectsResponse && !Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, target, name);
+}
+
+/** The types of a handler's parameter decorators (`RouteParamtypes`, `WsParamtype`...). */
+function paramTypes(target: object, handler: object): number[] {
   const name = (handler as { name: string }).name;
   const args = (Reflect.getMetadata(ROUTE_ARGS_METADATA, target, name) ?? {}) as object;
-  const injectsResponse = Object.keys(args).some((key) =>
-    RESPONSE_PARAM_TYPES.includes(Number(key.split(':')[0])),
+  return Object.keys(args).map((key) => Number(key.split(':')[0]));
+}
+
+/** What `@RabbitSubscribe()` / `@RabbitRPC()` store on a handler (the parts read here). */
+export interface RabbitHandlerConfig {
+  type?: 'subscribe' | 'rpc' | string;
+  exchange?: string;
+  routingKey?: string | string[];
+  queue?: string;
+  /** A batch subscriber: the handler receives many messages at once. */
+  batchOptions?: unknown;
+}
+
+/** The golevelup RabbitMQ configuration of a handler, or undefined for any other handler. */
+export function rabbitHandler(handler: object): RabbitHandlerConfig | undefined {
+  const key = Reflect.getMetadataKeys(handler).find(
+    (candidate: unknown) =>
+      typeof candidate === 'symbol' && candidate.description === RABBIT_HANDLER_DESCRIPTION,
+  ) as symbol | undefined;
+  return key === undefined
+    ? undefined
+    : ((Reflect.getMetadata(key, handler) as RabbitHandlerConfig | undefined) ?? {});
+}
+
+/** Whether a handler is a `@SubscribeMessage()` handler of a WebSocket gateway. */
+export function isGatewayHandler(handler: object): boolean {
+  return Reflect.getMetadata(MESSAGE_MAPPING_METADATA, handler) !== undefined;
+}
+
+/**
+ * Whether a handler runs for an event, which has no caller waiting for a reply:
+ * `@EventPattern()`, or golevelup's `@RabbitSubscribe()`.
+ */
+export function isEventHandler(handler: object): boolean {
+  return (
+    Reflect.getMetadata(PATTERN_HANDLER_METADATA, handler) === EVENT_HANDLER ||
+    rabbitHandler(handler)?.type === 'subscribe'
   );
-  return injectsResponse && !Reflect.getMetadata(RESPONSE_PASSTHROUGH_METADATA, target, name);
+}
+
+/** Whether a gateway's handler takes `@Ack()`: it acknowledges by itself, not by returning. */
+export function acksItself(target: object, handler: object): boolean {
+  return paramTypes(target, handler).includes(WS_ACK_PARAM_TYPE);
 }

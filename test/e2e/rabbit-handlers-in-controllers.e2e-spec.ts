@@ -1,4 +1,5 @@
-import { Controller, Injectable, type ModuleMetadata, SetMetadata } from '@nestjs/common';
+import { RabbitSubscribe } from '@golevelup/nestjs-rabbitmq';
+import { Controller, Injectable, type ModuleMetadata } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Idempotent, IdempotencyModule } from '../../lib';
 
@@ -10,13 +11,11 @@ import { Idempotent, IdempotencyModule } from '../../lib';
  * not be refused as "not a route, a message or event pattern, nor a gRPC method".
  */
 
-/** golevelup's handler metadata, written out (the package is not installed here). */
-const RabbitSubscribe = () =>
-  SetMetadata(Symbol('RABBIT_HANDLER'), { type: 'subscribe', queue: 'orders' });
+const binding = { exchange: 'orders', routingKey: 'order.created', queue: 'orders' };
 
 @Injectable()
 class OrdersHandlers {
-  @RabbitSubscribe()
+  @RabbitSubscribe(binding)
   @Idempotent()
   onOrder() {
     return 'handled';
@@ -25,7 +24,7 @@ class OrdersHandlers {
 
 @Controller()
 class OrdersMessagesController {
-  @RabbitSubscribe()
+  @RabbitSubscribe(binding)
   @Idempotent()
   onOrder() {
     return 'handled';

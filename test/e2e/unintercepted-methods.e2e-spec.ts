@@ -11,6 +11,7 @@ import {
 import { APP_INTERCEPTOR } from '@nestjs/core';
 import { Mutation, Query, Resolver } from '@nestjs/graphql';
 import { Test } from '@nestjs/testing';
+import { SubscribeMessage } from '@nestjs/websockets';
 import {
   Idempotent,
   IdempotencyInterceptor,
@@ -117,13 +118,13 @@ class IdempotentResolver {
 }
 
 /**
- * A gateway's and a golevelup RabbitMQ handler's metadata, written out (neither package is
- * installed here): both frameworks run the method through Nest's interceptors.
+ * A gateway, and a golevelup RabbitMQ handler's metadata (written out: golevelup has no NestJS 12
+ * release, and this file runs on both; rabbit-handlers-in-controllers.e2e-spec.ts uses its real
+ * decorator): both frameworks run the method through Nest's interceptors.
  */
 @Injectable()
 class ChatGateway {
-  @SetMetadata('websockets:message_mapping', true)
-  @SetMetadata('message', 'say')
+  @SubscribeMessage('say')
   @Idempotent()
   say() {
     return 'said';

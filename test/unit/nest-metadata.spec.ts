@@ -10,6 +10,9 @@ import {
 } from '@nestjs/graphql/dist/graphql.constants';
 import { FileInterceptor } from '@nestjs/platform-express';
 import { MULTER_MODULE_OPTIONS } from '@nestjs/platform-express/multer/files.constants';
+import { RABBIT_HANDLER } from '@golevelup/nestjs-rabbitmq';
+import * as websockets from '@nestjs/websockets/constants';
+import { WsParamtype } from '@nestjs/websockets/enums/ws-paramtype.enum';
 import * as ours from '../../lib/utils/nest-metadata';
 
 describe("Nest's private metadata keys", () => {
@@ -57,5 +60,18 @@ describe("Nest's private metadata keys", () => {
     expect(ours.MULTER_MODULE_OPTIONS).toBe(MULTER_MODULE_OPTIONS);
     const deps = Reflect.getMetadata(common.SELF_DECLARED_DEPS_METADATA, FileInterceptor('file'));
     expect(deps).toEqual([expect.objectContaining({ param: MULTER_MODULE_OPTIONS })]);
+  });
+
+  it('the gateway keys and the @Ack() parameter type are what @nestjs/websockets uses', () => {
+    expect(ours.MESSAGE_MAPPING_METADATA).toBe(websockets.MESSAGE_MAPPING_METADATA);
+    expect(ours.WS_ACK_PARAM_TYPE).toBe(WsParamtype.ACK);
+  });
+
+  it("golevelup's handler symbol is found by its description", () => {
+    expect(RABBIT_HANDLER.description).toBe(ours.RABBIT_HANDLER_DESCRIPTION);
+    const handler = () => undefined;
+    Reflect.defineMetadata(RABBIT_HANDLER, { type: 'rpc', queue: 'q' }, handler);
+    expect(ours.rabbitHandler(handler)).toEqual({ type: 'rpc', queue: 'q' });
+    expect(ours.rabbitHandler(() => undefined)).toBeUndefined();
   });
 });

@@ -20,6 +20,8 @@ import { listen } from '../http-app';
 import { findFreePort } from '../redis-server';
 import { post } from '../test-app';
 import { type Answer, DECLINED, declinedAs, type EntryPoint, Ledger } from './harness';
+import { socketIoGateway } from './gateway-entry-points';
+import { golevelupSubscriber } from './golevelup-entry-points';
 import { rmqEventConsumer, rmqMessageConsumer } from './rmq-entry-points';
 
 @Controller('payments')
@@ -262,4 +264,6 @@ export const ENTRY_POINTS: EntryPoint[] = [
   grpcMethod,
   rmqMessageConsumer,
   rmqEventConsumer,
+  socketIoGateway,
+  golevelupSubscriber,
 ];
