@@ -10,6 +10,7 @@ import {
   rabbitHandler,
   RESOLVER_TYPE_METADATA,
   respondsItself,
+  SSE_METADATA,
 } from '../utils/nest-metadata';
 import type { ResolvedModuleOptions } from '../options';
 import { assertResumableReady } from '../core/step-store-checks';
@@ -31,8 +32,8 @@ import { refuseUninterceptedMethods } from './unintercepted-methods';
  * - two idempotent microservice handlers must not share an identity (one controller class name,
  *   method and pattern in two modules, both run for an event): the second would be skipped as
  *   the first one's duplicate;
- * - `@Idempotent()` on a GraphQL subscription or a streaming gRPC method, which cannot be
- *   replayed (a subscription of an idempotent resolver class is left alone, as its queries are);
+ * - `@Idempotent()` on a GraphQL subscription, an `@Sse()` route or a streaming gRPC method,
+ *   which cannot be replayed (a subscription of an idempotent resolver class is left alone, as its queries are);
  *   on a gateway's handler that acks through `@Ack()` or a golevelup batch subscriber, whose
  *   answers cannot be stored.
  * Every handler these checks see is of a context type the interceptor serves (HTTP, RPC, gRPC,
@@ -89,7 +90,10 @@ export function checkRoutes(
   preparePropagation(propagating, options, modules);
 }
 
-/** Throws for `@Idempotent()` on a subscription or a streaming gRPC method: nothing to replay. */
+/**
+ * Throws for `@Idempotent()` on a subscription, an `@Sse()` route or a streaming gRPC method:
+ * nothing to replay. On a class, such methods are left alone (as its queries are).
+ */
 function refuseStreams(
   reflector: Reflector,
   name: string,
@@ -101,6 +105,12 @@ function refuseStreams(
     throw new Error(
       `IdempotencyModule: ${name} is a GraphQL subscription: @Idempotent() makes mutations ` +
         'idempotent, a subscription has no single result to replay. Remove @Idempotent() from it.',
+    );
+  }
+  if (onMethod && Reflect.getMetadata(SSE_METADATA, handler)) {
+    throw new Error(
+      `IdempotencyModule: ${name} is an @Sse() route: @Idempotent() stores one response to replay, ` +
+        'a server-sent event stream has none. Remove @Idempotent() from it.',
     );
   }
   const grpc = grpcPattern(handler);

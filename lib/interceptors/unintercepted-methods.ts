@@ -15,8 +15,8 @@ import { IdempotencyInterceptor } from './idempotency.interceptor';
  * The handler metadata of frameworks that run a provider's methods through Nest's interceptors
  * (ExternalContextCreator): `@SubscribeMessage()` of @nestjs/websockets, and the
  * `RABBIT_HANDLER` symbol of @golevelup/nestjs-rabbitmq's `@RabbitSubscribe()` / `@RabbitRPC()`.
- * `@Idempotent()` there reaches the interceptor, which warns at the first message when it does
- * not support the context type (or handles it, through a subclass's getAdapter()).
+ * `@Idempotent()` there reaches the interceptor, which serves both (context types `ws` and
+ * `rmq`; what it cannot serve on them is refused by the route checks).
  */
 const INTERCEPTED_HANDLER_KEYS = [MESSAGE_MAPPING_METADATA];
 const INTERCEPTED_HANDLER_SYMBOLS = ['RABBIT_HANDLER'];

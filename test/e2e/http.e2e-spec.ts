@@ -485,10 +485,10 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
     }
   });
 
-  it('leaves @Sse() streams untouched: no claim, the handler runs every time', async () => {
+  it('leaves @Sse() streams of an idempotent class untouched: the handler runs every time', async () => {
     const key = newKey();
     for (let i = 0; i < 2; i++) {
-      const response = await fetch(`${t.url}/payments/events`, {
+      const response = await fetch(`${t.url}/orders/events`, {
         headers: { 'Idempotency-Key': key },
       });
       expect(response.status).toBe(200);
@@ -496,7 +496,7 @@ describe.each(MATRIX)('HTTP on %s with the %s store', (platform, storeKind) => {
       await response.body?.cancel();
     }
     expect(t.executions.count('events')).toBe(2);
-    const touched = t.executions.events.filter((e) => e.handler === 'PaymentsController.events');
+    const touched = t.executions.events.filter((e) => e.handler === 'OrdersController.events');
     expect(touched).toEqual([]);
   });
 
