@@ -163,10 +163,13 @@ end
 
 -- The completed records of one done list on this page: those completed in the window (and
 -- still kept), read from the window's newest (or oldest) end a batch at a time until the page
--- is full and the last completion time read is done with (ties are ordered by id).
+-- is full and the last completion time read is done with (ties are ordered by id). Newest
+-- first, the reading stops at the first one too old, where a binary search finds the start of
+-- the window oldest first.
 local function completedRecords(done, ttl)
   local size = rcall('LLEN', done)
-  local from = firstFrom(done, size, math.max(oldestTime, now - ttl + 1))
+  local lowest = math.max(oldestTime, now - ttl + 1)
+  local from = newest and 0 or firstFrom(done, size, lowest)
   local to = newestTime == math.huge and size - 1 or firstFrom(done, size, newestTime + 1) - 1
   local taken, last = 0, nil
   while from <= to do
@@ -180,7 +183,7 @@ local function completedRecords(done, ttl)
     end
     for k = newest and #batch or 1, newest and 1 or #batch, newest and -1 or 1 do
       local at, id = element(batch[k])
-      if taken > limit and at ~= last then
+      if (taken > limit and at ~= last) or at < lowest then
         return
       end
       local meta, route, label = completedRecord(id, at)
