@@ -6,8 +6,9 @@ import type { ListedRecord, ListRecordsPage, ListRecordsQuery } from './record-l
  * another shape, which no listing finds.
  */
 export function keyPrefixOf(key: string): string | undefined {
-  const tag = /\{[^{}]*\}$/.exec(key);
-  return tag ? key.slice(0, tag.index) : undefined;
+  const open = key.lastIndexOf('{');
+  const close = key.indexOf('}', open);
+  return open >= 0 && close === key.length - 1 ? key.slice(0, open) : undefined;
 }
 
 /** Where a page ended: the last item's time and key, which break ties. */
