@@ -106,12 +106,12 @@ async function firstExecutionCost(calls, baseline) {
 }
 
 /** Both measures. */
-async function memoryListingMeasures({ records, calls, baseline }) {
+async function measures({ records, calls, baseline }) {
   return { listing: await listingCost(records), first: await firstExecutionCost(calls, baseline) };
 }
 
 /** Both tables, as Markdown lines. */
-function memoryListingTables({ listing, first }) {
+function tables({ listing, first }) {
   const n = listing.records.toLocaleString('en-US').replace(/,/g, ' ');
   const row = (name, m) => `| ${name} | ${m.items} | ${m.ms} ms | ${m.cpuUs} µs |`;
   const lines = [
@@ -133,17 +133,17 @@ function memoryListingTables({ listing, first }) {
   return lines;
 }
 
-module.exports = { memoryListingMeasures, memoryListingTables };
+module.exports = { measures, tables };
 
 if (require.main === module) {
   const quick = process.argv.includes('--quick');
-  memoryListingMeasures({
+  measures({
     records: Number(process.env.LISTING_RECORDS ?? (quick ? 20_000 : 100_000)),
     calls: Number(process.env.LISTING_CALLS ?? 20_000),
     baseline: process.env.BENCH_BASELINE_LIBRARY,
   })
     .then((results) => {
-      console.log(memoryListingTables(results).join('\n'));
+      console.log(tables(results).join('\n'));
       mkdirSync(join(__dirname, 'results'), { recursive: true });
       writeFileSync(
         join(__dirname, 'results', 'memory-listing.json'),

@@ -15,24 +15,30 @@ for (let i = 0; i < 256; i++) {
   TABLE[i] = crc & 0xffff;
 }
 
-function crc16(bytes: Uint8Array): number {
+/** CRC16 of a text's UTF-8 bytes (read as they are when it is ASCII, without a copy). */
+function crc16(text: string): number {
+  // eslint-disable-next-line no-control-regex
+  const bytes = /^[\x00-\x7f]*$/.test(text) ? undefined : Buffer.from(text);
   let crc = 0;
-  for (const byte of bytes) crc = ((crc << 8) & 0xffff) ^ TABLE[((crc >> 8) ^ byte) & 0xff];
+  for (let i = 0, n = bytes ? bytes.length : text.length; i < n; i++) {
+    const byte = bytes ? bytes[i] : text.charCodeAt(i);
+    crc = ((crc << 8) & 0xffff) ^ TABLE[((crc >> 8) ^ byte) & 0xff];
+  }
   return crc;
 }
 
 /**
- * The slot of `key` (its UTF-8 bytes): hashed by its tag when it has one, the bytes between its
- * first `{` and the first `}` after it, if any are.
+ * The slot of `key`: hashed by its tag when it has one, what lies between its first `{` and the
+ * first `}` after it, if anything does. (A `{` or `}` is one byte in UTF-8, and no byte of another
+ * character: positions in the text find the same tag as in its bytes.)
  */
 export function keySlot(key: string): number {
-  const bytes = Buffer.from(key);
-  const open = bytes.indexOf(0x7b);
+  const open = key.indexOf('{');
   if (open >= 0) {
-    const close = bytes.indexOf(0x7d, open + 1);
-    if (close > open + 1) return crc16(bytes.subarray(open + 1, close)) % SLOTS;
+    const close = key.indexOf('}', open + 1);
+    if (close > open + 1) return crc16(key.slice(open + 1, close)) % SLOTS;
   }
-  return crc16(bytes) % SLOTS;
+  return crc16(key) % SLOTS;
 }
 
 let tags: string[] | undefined;
@@ -47,7 +53,7 @@ export function slotTags(): readonly string[] {
   const found = new Array<string>(SLOTS);
   for (let i = 0, filled = 0; filled < SLOTS; i++) {
     const tag = i.toString(36);
-    const slot = crc16(Buffer.from(tag)) % SLOTS;
+    const slot = crc16(tag) % SLOTS;
     if (found[slot] === undefined) {
       found[slot] = tag;
       filled++;
