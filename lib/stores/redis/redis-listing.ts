@@ -134,6 +134,7 @@ export class RedisListing {
     return '1';
   }
 
+  /** A page of `IdempotencyStore.list()`: lua/list-0.lua's replies (one per call), merged. */
   async list(query: ListRecordsQuery): Promise<ListRecordsPage> {
     const from = query.cursor === undefined ? undefined : readCursor(query.cursor);
     const args = [
@@ -156,6 +157,7 @@ export class RedisListing {
     return pageOf(items, query);
   }
 
+  /** `IdempotencyStore.countRecords()`: lua/list-0.lua's counts, summed over its calls. */
   async count(prefix: string, stuckAfterMs?: number): Promise<RecordCounts> {
     const args = ['count', this.clientPrefix + prefix, '', stuckAfterMs ?? ''];
     const replies = await this.onEachNode(prefix, [...args, '', '', '', '', 0, '', '']);
