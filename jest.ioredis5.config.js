@@ -9,7 +9,7 @@ module.exports = {
   ...services,
   roots: ['<rootDir>/test/e2e'],
   testRegex:
-    '(redis-store\\.contract|wait-mode|redis-behaviour|redis-operator|redis-send-path|redis-steps|redis-steps-cost|resumable-redis)\\.e2e-spec\\.ts$',
+    '(redis-store\\.contract|wait-mode|redis-behaviour|redis-operator|redis-send-path|redis-steps|redis-steps-cost|resumable-redis|redis-listing)\\.e2e-spec\\.ts$',
   moduleNameMapper: { ...services.moduleNameMapper, '^ioredis$': 'ioredis5' },
   testTimeout,
   forceExit,

@@ -77,17 +77,19 @@ async function runGroup(group, context) {
 async function main() {
   const started = Date.now();
   const loadBefore = os.loadavg()[0];
-  const peers = preparePeers();
-  const redisServer = await startRedis();
-  const redis = new Redis(redisServer.url);
-  // The run may end with redis-server stopped before this client: nothing to report then.
-  redis.on('error', () => {});
   // --only names groups, or lanes (their ids, e.g. floor-run-redis) out of any group.
   const only = (g, lane) =>
     !config.ONLY || config.ONLY.includes(g.name) || config.ONLY.includes(lane.id);
   let groups = GROUPS.map((g) => ({ ...g, lanes: g.lanes.filter((lane) => only(g, lane)) })).filter(
     (g) => g.lanes.length,
   );
+  // The peers are installed (or built) only for a run that measures them.
+  const withPeers = groups.some((g) => g.lanes.some((lane) => lane.library !== 'ours'));
+  const peers = withPeers ? preparePeers() : { nestarc: false };
+  const redisServer = await startRedis();
+  const redis = new Redis(redisServer.url);
+  // The run may end with redis-server stopped before this client: nothing to report then.
+  redis.on('error', () => {});
   const lanesOf = (store) => groups.flatMap((g) => g.lanes).filter((lane) => lane.store === store);
   const sql = {
     postgres: await checkSql('postgres', config.POSTGRES_URL, lanesOf('postgres')),
@@ -156,6 +158,21 @@ async function main() {
       records: config.QUICK ? 20_000 : 100_000,
     });
     console.log(sqlListingTables(results.extras.sqlListing).join('\n'));
+  }
+  // Listing records by state (issue 39): what a listing reads, and what keeping its index costs
+  // a first execution (bench/redis-listing.js, bench/memory-listing.js).
+  for (const name of ['redis-listing', 'memory-listing']) {
+    if (config.ONLY && !config.ONLY.includes(name)) continue;
+    console.log(`\n== ${name}`);
+    const { measures, tables } = require(`./${name}`);
+    const measured = await measures({
+      records: config.QUICK ? 20_000 : 100_000,
+      calls:
+        name === 'redis-listing' ? (config.QUICK ? 300 : 1_000) : config.QUICK ? 5_000 : 20_000,
+      baseline: process.env.BENCH_BASELINE_LIBRARY,
+    });
+    (results.extras.listing ??= {})[name] = measured;
+    console.log(tables(measured).join('\n'));
   }
   if (config.SCALE) {
     const { scaleMeasures } = require('./scale');

@@ -7,7 +7,8 @@ import type { ListedRecord, ListRecordsPage, ListRecordsQuery } from './record-l
  */
 export function keyPrefixOf(key: string): string | undefined {
   const open = key.lastIndexOf('{');
-  return open < 0 || !key.endsWith('}') ? undefined : key.slice(0, open);
+  const close = key.indexOf('}', open);
+  return open >= 0 && close === key.length - 1 ? key.slice(0, open) : undefined;
 }
 
 /** Where a page ended: the last item's time and key, which break ties. */

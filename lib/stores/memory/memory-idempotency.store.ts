@@ -94,7 +94,6 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     this.listing = new MemoryListing(this.now, {
       record: (key) => this.live(key),
       steps: (key) => this.steps.inspect(key),
-      keys: () => this.records.keys(),
     });
     this.maxEntries = options.maxEntries ?? 10_000;
     this.maxBytes = options.maxBytes ?? 32 * 1024 * 1024;
@@ -162,6 +161,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     record.response = { meta: response.meta, body: Buffer.from(response.body) };
     record.completedAt = this.now();
     record.expiresAt = record.completedAt + ttlMs;
+    this.listing.done.completed(key, record.completedAt);
     record.bytes =
       key.length +
       record.fingerprint.length +
@@ -230,12 +230,14 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     return true;
   }
 
-  /** Lists completed records among the records, the others among the claims it remembers. */
+  /** Completed records in completion order, the others among the claims it remembers. */
   override async list(query: ListRecordsQuery): Promise<ListRecordsPage> {
     return this.listing.list(query);
   }
 
+  /** Expired records go first (a sweep), so that none is counted. */
   override async countRecords(prefix: string, stuckAfterMs?: number): Promise<RecordCounts> {
+    this.sweep();
     return this.listing.count(prefix, stuckAfterMs);
   }
 
@@ -315,7 +317,9 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   }
 
   private drop(key: string): void {
-    this.bytes -= this.records.get(key)?.bytes ?? 0;
+    const record = this.records.get(key);
+    this.bytes -= record?.bytes ?? 0;
     this.records.delete(key);
+    if (record?.state === 'completed') this.listing.done.dropped(key);
   }
 }

@@ -8,6 +8,7 @@ import type {
   RecordCounts,
 } from '../record-listing';
 import { keyPrefixOf, pageOf, passesFilters } from '../record-pages';
+import { MemoryDone } from './memory-done';
 
 /**
  * How long a claim whose lease ran out without steps stays listed as stuck, from its claim
@@ -41,36 +42,45 @@ export interface MemoryRecordsView {
   record(key: string): ViewedRecord | undefined;
   /** The key's live steps, if any. */
   steps(key: string): RecordedStep[] | undefined;
-  /** The keys of every record (expired ones too). */
-  keys(): Iterable<string>;
 }
 
 /**
- * The memory store's listing. Completed records are found among the records (the store holds at
- * most `maxEntries`). Claims (running, stuck, half done) are remembered apart from the records:
- * a record goes when its lease runs out, and its claim must still be listed, as stuck, or as
- * half done when it recorded steps. A completion or a delete forgets the claim; a release
+ * The memory store's listing. Completed records are listed in completion order per prefix
+ * ({@link MemoryDone}). Claims (running, stuck, half done) are remembered apart from the
+ * records: a record goes when its lease runs out, and its claim must still be listed, as stuck,
+ * or as half done when it recorded steps. A completion or a delete forgets the claim; a release
  * forgets it unless steps remain.
  */
 export class MemoryListing {
   private readonly runs = new Map<string, Run>();
   /** The store's clock plus this is ms since the epoch; fixed, so a time always reads the same. */
   private readonly epochOffset: number;
+  /** Completed records by prefix, in completion order. */
+  readonly done: MemoryDone;
 
   constructor(
     private readonly now: () => number,
     private readonly view: MemoryRecordsView,
   ) {
     this.epochOffset = Date.now() - now();
+    this.done = new MemoryDone(
+      {
+        completed: (key) => {
+          const record = view.record(key);
+          if (record?.state !== 'completed') return undefined;
+          const { completedAt, response, about } = record;
+          return { completedAt: completedAt!, meta: response!.meta, about };
+        },
+      },
+      (time) => this.epoch(time),
+    );
   }
 
   /** A page of records under the query's prefix in its state. */
   list(query: ListRecordsQuery): ListRecordsPage {
     const now = this.epoch(this.now());
-    const items =
-      query.state === 'completed'
-        ? this.completed(query.prefix)
-        : this.listed(query.prefix, query.state, query.stuckAfterMs);
+    if (query.state === 'completed') return pageOf(this.done.candidates(query, now), query);
+    const items = this.listed(query.prefix, query.state, query.stuckAfterMs);
     return pageOf(
       items.filter((item) => passesFilters(item, query, now)),
       query,
@@ -102,6 +112,7 @@ export class MemoryListing {
 
   clear(): void {
     this.runs.clear();
+    this.done.clear();
   }
 
   /** Forgets the claims nothing lists any more (see {@link classify}). */
@@ -125,7 +136,7 @@ export class MemoryListing {
 
   /** How many records under `prefix` each state holds. */
   count(prefix: string, stuckAfterMs?: number): RecordCounts {
-    const completed = this.completed(prefix).length;
+    const completed = this.done.count(prefix);
     const counts: RecordCounts = { running: 0, stuck: 0, half_done: 0, completed };
     for (const key of this.runs.keys()) {
       if (keyPrefixOf(key) !== prefix) continue;
@@ -144,19 +155,6 @@ export class MemoryListing {
     }
     run.reported = true;
     return true;
-  }
-
-  /** The live completed records under `prefix`. */
-  private completed(prefix: string): ListedRecord[] {
-    const items: ListedRecord[] = [];
-    for (const key of [...this.view.keys()]) {
-      const record = keyPrefixOf(key) === prefix ? this.view.record(key) : undefined;
-      if (record?.state !== 'completed') continue;
-      const { about, completedAt, response } = record;
-      const since = this.epoch(completedAt!);
-      items.push({ key, state: 'completed', ...(about && { about }), since, meta: response!.meta });
-    }
-    return items;
   }
 
   /** A time of the store's clock in whole ms since the epoch (rounded up: never before it). */
