@@ -54,7 +54,10 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
    * this is `true` (a single instance, a preview environment). Default: false.
    */
   allowInMemoryStorage?: boolean;
-  /** Receives every outcome (claimed, replayed, conflict, ...); keys are hashed, never raw. */
+  /**
+   * Receives every outcome (claimed, replayed, conflict, ...); keys are hashed, never raw, but in
+   * an `abandoned` event's `record`, which names the run for operators (see `abandonedAfter`).
+   */
   onEvent?: (event: IdempotencyEvent) => void;
   /**
    * Record OpenTelemetry metrics (a counter per outcome, a histogram of store latency) through
