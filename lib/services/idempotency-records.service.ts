@@ -212,7 +212,7 @@ export class IdempotencyRecords {
     if (store.list && store.countRecords) return store;
     throw new NotImplementedException(
       `IdempotencyRecords: the store (${store.constructor.name}) cannot list records: it has ` +
-        'no list() and countRecords() (see docs/stores.md)',
+        'no list() and countRecords() (optional methods of IdempotencyStore)',
     );
   }
 

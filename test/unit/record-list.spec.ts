@@ -216,7 +216,7 @@ describe('IdempotencyRecords.list', () => {
     await expect(plain.list({ state: 'running' })).rejects.toThrow(
       new NotImplementedException(
         'IdempotencyRecords: the store (MemoryIdempotencyStore) cannot list records: it has no ' +
-          'list() and countRecords() (see docs/stores.md)',
+          'list() and countRecords() (optional methods of IdempotencyStore)',
       ),
     );
     await expect(plain.counts()).rejects.toBeInstanceOf(NotImplementedException);
