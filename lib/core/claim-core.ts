@@ -23,6 +23,7 @@ import type { ResponseSnapshot } from '../utils/response-codec';
 import { describe, OutcomeEvents } from './outcome-events';
 import { type Captured, type ErrorCapture, OutcomeRecorder } from './outcome-recorder';
 import { OutcomeWaiter } from './outcome-waiter';
+import { RecordLabels } from './record-label';
 import { type ReplayCache, replayCacheOf } from './replay-cache';
 import { ClaimSteps, type StepTools, StepNotRecordedError } from './steps';
 import { type Claim, StoreCalls } from './store-calls';
@@ -107,6 +108,8 @@ export class ClaimCore {
   private readonly replays?: ReplayCache;
   /** What the steps of resumable runs use. */
   private readonly stepTools: StepTools;
+  /** Builds each claim's label, when the store lists records (`IdempotencyRecords.list`). */
+  private readonly labels?: RecordLabels;
 
   constructor(
     store: IdempotencyStore,
@@ -124,6 +127,7 @@ export class ClaimCore {
     this.waiter = new OutcomeWaiter(this.calls, this.events, logger);
     const cipher = options.encryption ? new RecordCipher(options.encryption) : undefined;
     this.recorder = new OutcomeRecorder(this.calls, this.events, logger, cipher);
+    if (store.list) this.labels = new RecordLabels(cipher);
     this.transactions = new Transactions(moduleRef);
     this.replays = replayCacheOf(options);
     const { calls, events, transactions } = this;
@@ -135,6 +139,8 @@ export class ClaimCore {
    * refused; so is a key reused with another fingerprint, and a store outage (fail closed)
    * unless the route is `failOpen`.
    *
+   * @param request built for this call by the entry point: the core sets `resumable` and
+   *   `about` (the record's label) on it
    * @param retryAfter how long a refused duplicate is told to wait, from the holder's lease left
    * @throws IdempotencyInProgressError, IdempotencyKeyReusedError,
    *   IdempotencyStoreUnavailableError, IdempotencyRecordUnreadableError
@@ -148,8 +154,12 @@ export class ClaimCore {
     const kept = this.replays?.get(claim.key, request.fingerprint);
     if (kept) return this.replay(claim, kept);
     const mark = this.replays?.mark() ?? 0;
-    // Only a resumable claim reads the key's steps: the others cost what they did.
-    if (options.resumable) request = { ...request, resumable: true };
+    // Only a resumable claim reads the key's steps, and only a store that lists records keeps
+    // a label: other claims cost what they did. Set on the entry point's own request, which is
+    // the core's from here: a copy (object spread) cost 1.5 to 3 µs per claim.
+    if (options.resumable) request.resumable = true;
+    const about = this.labels?.about(claim);
+    if (about) request.about = about;
     let result: ClaimResult;
     try {
       result = await this.calls.claim(claim, request);
