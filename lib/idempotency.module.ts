@@ -16,6 +16,7 @@ import {
   type IdempotencyModuleRootOptions,
 } from './idempotency.module-definition';
 import { IdempotencyInterceptor } from './interceptors/idempotency.interceptor';
+import { AbandonedRunReporter } from './services/abandoned-reporter';
 import { IdempotencyRecords } from './services/idempotency-records.service';
 import { IdempotencyService } from './services/idempotency.service';
 import { hoistInterceptor } from './interceptors/outermost';
@@ -66,6 +67,8 @@ export class IdempotencyModule
   implements OnModuleInit, OnApplicationBootstrap, OnApplicationShutdown
 {
   private readonly logger = new Logger('Idempotency');
+  /** Reports abandoned half-done runs and keeps the record gauges, from boot to shutdown. */
+  private reporter?: AbandonedRunReporter;
 
   /**
    * Registers the module with `options` (their names checked here, their values at bootstrap);
@@ -105,9 +108,12 @@ export class IdempotencyModule
   /**
    * Waits (bounded by `storeTimeout`) until a store the module built is ready, so boot does not
    * race the first request, then logs what the store warns about (Redis: an eviction policy that
-   * may drop records). A store passed as `store` is the app's to make ready.
+   * may drop records). A store passed as `store` is the app's to make ready. Starts the reporter
+   * of abandoned runs (`abandonedAfter`) and the record gauges first: they wait for the store.
    */
   async onApplicationBootstrap(): Promise<void> {
+    const records = this.moduleRef.get(IdempotencyRecords);
+    this.reporter = AbandonedRunReporter.start(records, this.store, this.options, this.logger);
     const { store, storeTimeout } = this.options;
     // Boot never fails on an unreachable database: keyed requests get 503 until it is back.
     if (!store && !(await storeReady(this.store, storeTimeout))) {
@@ -122,6 +128,7 @@ export class IdempotencyModule
   }
 
   async onApplicationShutdown(): Promise<void> {
+    await this.reporter?.stop();
     // A store passed in is the application's to close; ours (and clients we created) are ours.
     if (!this.options.store) await this.store.close();
   }

@@ -23,6 +23,7 @@ import type { ResponseSnapshot } from '../utils/response-codec';
 import { describe, OutcomeEvents } from './outcome-events';
 import { type Captured, type ErrorCapture, OutcomeRecorder } from './outcome-recorder';
 import { OutcomeWaiter } from './outcome-waiter';
+import { RecordLabels } from './record-label';
 import { type ReplayCache, replayCacheOf } from './replay-cache';
 import { ClaimSteps, type StepTools, StepNotRecordedError } from './steps';
 import { type Claim, StoreCalls } from './store-calls';
@@ -107,6 +108,8 @@ export class ClaimCore {
   private readonly replays?: ReplayCache;
   /** What the steps of resumable runs use. */
   private readonly stepTools: StepTools;
+  /** Builds each claim's label, when the store lists records (`IdempotencyRecords.list`). */
+  private readonly labels?: RecordLabels;
 
   constructor(
     store: IdempotencyStore,
@@ -124,6 +127,7 @@ export class ClaimCore {
     this.waiter = new OutcomeWaiter(this.calls, this.events, logger);
     const cipher = options.encryption ? new RecordCipher(options.encryption) : undefined;
     this.recorder = new OutcomeRecorder(this.calls, this.events, logger, cipher);
+    if (store.list) this.labels = new RecordLabels(cipher);
     this.transactions = new Transactions(moduleRef);
     this.replays = replayCacheOf(options);
     const { calls, events, transactions } = this;
@@ -148,8 +152,12 @@ export class ClaimCore {
     const kept = this.replays?.get(claim.key, request.fingerprint);
     if (kept) return this.replay(claim, kept);
     const mark = this.replays?.mark() ?? 0;
-    // Only a resumable claim reads the key's steps: the others cost what they did.
-    if (options.resumable) request = { ...request, resumable: true };
+    // Only a resumable claim reads the key's steps, and only a store that lists records keeps
+    // a label: other claims cost what they did.
+    const about = this.labels?.about(claim);
+    if (about || options.resumable) {
+      request = { ...request, about, resumable: options.resumable || undefined };
+    }
     let result: ClaimResult;
     try {
       result = await this.calls.claim(claim, request);

@@ -1,6 +1,9 @@
 import type { Logger } from '@nestjs/common';
 import { channel, type Channel } from 'node:diagnostics_channel';
-import type { IdempotencyEventType } from '../interfaces/idempotency-event.interface';
+import type {
+  IdempotencyEvent,
+  IdempotencyEventType,
+} from '../interfaces/idempotency-event.interface';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import type { IdempotencyMetrics } from '../observability/metrics';
 
@@ -43,13 +46,20 @@ export class OutcomeEvents {
     readonly metrics?: IdempotencyMetrics,
   ) {}
 
-  emit(source: EventSource, type: IdempotencyEventType, key?: string, error?: unknown): void {
+  emit(
+    source: EventSource,
+    type: IdempotencyEventType,
+    key?: string,
+    error?: unknown,
+    record?: IdempotencyEvent['record'],
+  ): void {
     const { options, handler, route } = source;
     if (this.metrics?.recording) this.metrics.outcome(type, handler);
     const published = diagnosticsChannel(type);
     // Checked first, so that an app nobody observes builds no event object for the channel.
     if (!options.onEvent && !published.hasSubscribers) return;
-    const event = { type, handler, route, key, error };
+    const event: IdempotencyEvent = { type, handler, route, key, error };
+    if (record) event.record = record;
     // Node reports a subscriber's error as an uncaught exception, never to the publisher.
     if (published.hasSubscribers) published.publish(event);
     if (!options.onEvent) return;

@@ -26,6 +26,13 @@ export interface Claim extends EventSource {
   /** The owner token. */
   token: string;
   options: ResolvedIdempotencyOptions;
+  /**
+   * The scope the key was hashed with (the route, then the record's owner) and the client's key
+   * as sent: what the record's label holds, which operators list it by (`IdempotencyRecords`).
+   * Without `clientKey` the record carries no label.
+   */
+  scope?: string;
+  clientKey?: string;
   /** The run's steps, set when a `resumable` claim took the key; undefined otherwise. */
   steps?: ClaimSteps;
 }

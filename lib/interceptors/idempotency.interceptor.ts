@@ -246,6 +246,8 @@ export class IdempotencyInterceptor implements NestInterceptor, BeforeApplicatio
       ...source,
       key: recordKey(options.keyPrefix, scope, key),
       token: ownerToken(),
+      scope,
+      clientKey: key,
     };
     let fingerprint = this.identity.fingerprint(context, adapter, options, handler);
     if (isPromise(fingerprint)) fingerprint = await fingerprint;

@@ -1,3 +1,5 @@
+import type { IdempotencyRecordListItem } from '../services/record-list';
+
 /** Every outcome the interceptor reports through `onEvent`. */
 export type IdempotencyEventType =
   /** The request claimed its key and the handler runs. */
@@ -43,7 +45,13 @@ export type IdempotencyEventType =
    * A step of a `resumable` handler was recorded by an earlier run of the request: its recorded
    * result was returned, and the step did not run again.
    */
-  | 'step_replayed';
+  | 'step_replayed'
+  /**
+   * A half-done `resumable` run (steps recorded, never completed, no claim holding its key) was
+   * not resumed within `abandonedAfter`: reported once across every process sharing the store,
+   * with the run in `record`. Not tied to a request: `handler` is the route.
+   */
+  | 'abandoned';
 
 /** Payload of `onEvent`. */
 export interface IdempotencyEvent {
@@ -60,4 +68,10 @@ export interface IdempotencyEvent {
   route: string;
   /** The error behind `store_error`, `completion_failed`, `rejected` and `released` (when the handler threw). */
   error?: unknown;
+  /**
+   * `abandoned`: the run as `IdempotencyRecords.list()` lists it: the client's key as sent, its
+   * owner (`user` or `tenant`), its steps, its age; pass it to `IdempotencyRecords.inspect()`
+   * or `delete()` as it is.
+   */
+  record?: IdempotencyRecordListItem;
 }

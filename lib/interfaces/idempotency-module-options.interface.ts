@@ -83,6 +83,17 @@ export interface IdempotencyModuleOptions extends IdempotencyOptions {
    * replay asks the store). See docs/options.md#localreplaycache.
    */
   localReplayCache?: boolean | IdempotencyLocalReplayCacheOptions;
+  /**
+   * How long a half-done `resumable` run (steps recorded, never completed, no claim holding its
+   * key: it failed or its process died) may wait for the retry that would resume it before it is
+   * reported abandoned, counted from the end of its last claim: milliseconds or a duration string
+   * (`'15m'`). Each is reported once across every process sharing the store: an `abandoned`
+   * event (`onEvent`) and a warning in the log, with its key, route, owner and steps. Needs a
+   * store that lists records (memory, Redis, PostgreSQL, MySQL). Keep it below `ttl`, after
+   * which the steps are forgotten. `false` turns reporting off. Default: `'15m'` (900 000 ms).
+   * See docs/operators.md.
+   */
+  abandonedAfter?: IdempotencyDuration | false;
 }
 
 /** Option `localReplayCache`: how much a process keeps, and for how long. */

@@ -1,5 +1,12 @@
-import type { Counter, Histogram, MeterProvider } from '@opentelemetry/api';
+import type {
+  Counter,
+  Histogram,
+  MeterProvider,
+  ObservableCallback,
+  ObservableGauge,
+} from '@opentelemetry/api';
 import type { IdempotencyEventType } from '../interfaces/idempotency-event.interface';
+import { LISTED_STATES, type RecordCounts } from '../stores/record-listing';
 import { loadOptional } from '../utils/load-optional';
 
 /** Store operations the interceptor times. */
@@ -102,6 +109,66 @@ export function createOpenTelemetryMetrics(): IdempotencyMetrics | undefined {
         // The semantic conventions' attribute for failures; `_OTHER` when no finer class is known.
         ...(failed ? { 'error.type': '_OTHER' } : {}),
       });
+    },
+  };
+}
+
+/**
+ * Observable gauge of the records each state holds (`running`, `stuck`, `half_done`,
+ * `completed`) under the module's `keyPrefix`, by `idempotency.record.state`: every process
+ * reports the same store-wide counts (alert on their `max`).
+ */
+export const RECORDS_METRIC = 'idempotency.records';
+
+/** The record gauges of one module, while it runs (see {@link observeRecordCounts}). */
+export interface RecordGauges {
+  /** Moves the gauges to the global MeterProvider if the app registered another since. */
+  refresh(): void;
+  stop(): void;
+}
+
+/**
+ * Registers the {@link RECORDS_METRIC} gauges with the global MeterProvider through
+ * `@opentelemetry/api` (undefined when it is not installed). `count` is called at each
+ * collection (the SDK's export interval), so the store is asked only when someone reads; a
+ * collection where it fails reports nothing. Observable instruments are called back by the
+ * provider they were made on: {@link RecordGauges.refresh} makes them again on a provider the app
+ * registered after boot.
+ */
+export function observeRecordCounts(count: () => Promise<RecordCounts>): RecordGauges | undefined {
+  const api = loadOptional<typeof import('@opentelemetry/api')>('@opentelemetry/api');
+  if (!api) return undefined;
+  let current: { provider: MeterProvider; gauge: ObservableGauge } | undefined;
+  let stopped = false;
+  const observe: ObservableCallback = async (result) => {
+    let counts: RecordCounts;
+    try {
+      counts = await count();
+    } catch {
+      return;
+    }
+    for (const state of LISTED_STATES) {
+      result.observe(counts[state], { 'idempotency.record.state': state });
+    }
+  };
+  const refresh = () => {
+    const provider = api.metrics.getMeterProvider();
+    if (stopped || current?.provider === provider) return;
+    current?.gauge.removeCallback(observe);
+    const gauge = provider.getMeter(METER_NAME).createObservableGauge(RECORDS_METRIC, {
+      description: 'Idempotency records by state (running, stuck, half_done, completed)',
+      unit: '{record}',
+    });
+    gauge.addCallback(observe);
+    current = { provider, gauge };
+  };
+  refresh();
+  return {
+    refresh,
+    stop() {
+      stopped = true;
+      current?.gauge.removeCallback(observe);
+      current = undefined;
     },
   };
 }

@@ -1,3 +1,4 @@
+export * from './abandoned-after';
 export * from './defaults';
 export * from './duration';
 export * from './known-names';

@@ -75,6 +75,7 @@ const MODULE_ONLY_NAMES = namesOf<Omit<IdempotencyModuleOptions, keyof Idempoten
   metrics: true,
   keyDerivationSecret: true,
   localReplayCache: true,
+  abandonedAfter: true,
 });
 
 /** What shapes the module itself, in `forRoot()` and beside `forRootAsync()`'s factory. */

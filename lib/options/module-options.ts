@@ -3,6 +3,7 @@ import type {
   ResolvedIdempotencyOptions,
 } from '../interfaces/idempotency-options.interface';
 import type { IdempotencyModuleOptions } from '../interfaces/idempotency-module-options.interface';
+import { resolveAbandonedAfter } from './abandoned-after';
 import { parseDuration } from './duration';
 import { DEFAULT_OPTIONS, EVENT_DEFAULTS, mergeOptions } from './defaults';
 import {
@@ -117,11 +118,13 @@ const LOCAL_REPLAY_CACHE_DEFAULTS: LocalReplayCacheSettings = {
 
 /** The module's options with every default filled in. */
 export type ResolvedModuleOptions = ResolvedIdempotencyOptions &
-  Omit<IdempotencyModuleOptions, 'localReplayCache'> & {
+  Omit<IdempotencyModuleOptions, 'localReplayCache' | 'abandonedAfter'> & {
     /** The event defaults the module options leave in force (module options win over them). */
     eventDefaults?: IdempotencyOptions;
     /** `localReplayCache`, resolved; false when it is off. */
     localReplayCache: false | LocalReplayCacheSettings;
+    /** `abandonedAfter` in milliseconds; false when reporting is off. */
+    abandonedAfter: number | false;
   };
 
 /**
@@ -173,5 +176,7 @@ export function resolveModuleOptions(given: IdempotencyModuleOptions): ResolvedM
     ),
   );
   const localReplayCache = resolveLocalReplayCache(options.localReplayCache);
-  return { ...mergeOptions(DEFAULT_OPTIONS, options), eventDefaults, localReplayCache };
+  const abandonedAfter = resolveAbandonedAfter(options.abandonedAfter);
+  const merged = mergeOptions(DEFAULT_OPTIONS, options);
+  return { ...merged, eventDefaults, localReplayCache, abandonedAfter };
 }

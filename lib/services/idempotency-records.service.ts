@@ -3,18 +3,29 @@ import {
   Inject,
   Injectable,
   Logger,
+  NotImplementedException,
   ServiceUnavailableException,
 } from '@nestjs/common';
 import { describe } from '../core/outcome-events';
+import { RecordLabels } from '../core/record-label';
 import { replayCacheOf } from '../core/replay-cache';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { recordKey, recordScope, RUN_SPACE, runKeyText } from '../core/record-key';
+import { RecordCipher } from '../utils/encryption';
 import { parseIdempotencyKey } from '../utils/key';
 import type { ResolvedModuleOptions } from '../options';
 import { principalId, tenantId } from '../utils/principal';
 import { describeMeta } from '../utils/response-codec';
 import { withTimeout } from '../utils/timeout';
+import {
+  type IdempotencyRecordCounts,
+  type IdempotencyRecordListPage,
+  type IdempotencyRecordListQuery,
+  listItem,
+  storeListQuery,
+  wrapCursor,
+} from './record-list';
 
 /** Which record an operator means: the client's key, the route, and whose record it is. */
 export interface IdempotencyRecordQuery {
@@ -39,6 +50,21 @@ export interface IdempotencyRecordQuery {
   /** The route's `keyPrefix`, when it overrides the module's. */
   keyPrefix?: string;
 }
+
+/**
+ * A record as {@link IdempotencyRecords.list} found it (an `IdempotencyRecordListItem`, or
+ * an `abandoned` event's `record`): `inspect()` and `delete()` go by its `ref`, its store key.
+ */
+export interface IdempotencyRecordRef {
+  ref: string;
+  /** The prefix it was listed under (the module's `keyPrefix` when absent). */
+  keyPrefix?: string;
+  /** Its route, for the log line of a deletion. */
+  route?: string;
+}
+
+/** What the hash of a record key looks like after its prefix (see `recordKey`). */
+const HASH_TAG = /^\{[A-Za-z0-9_-]{22}\}$/;
 
 /** A step a `resumable` handler recorded under a key: its place in the order of steps, and name. */
 export interface IdempotencyRecordStep {
@@ -89,14 +115,57 @@ export type IdempotencyRecordState =
 @Injectable()
 export class IdempotencyRecords {
   private readonly logger = new Logger('Idempotency');
+  /** Opens the labels records are listed with (the client's key and owner). */
+  private readonly labels: RecordLabels;
 
   constructor(
     private readonly store: IdempotencyStore,
     @Inject(IDEMPOTENCY_OPTIONS) private readonly options: ResolvedModuleOptions,
-  ) {}
+  ) {
+    const { encryption } = options;
+    this.labels = new RecordLabels(encryption ? new RecordCipher(encryption) : undefined);
+  }
 
-  /** The record's state; nothing is changed. Throws BadRequestException for a malformed query. */
-  async inspect(query: IdempotencyRecordQuery): Promise<IdempotencyRecordState> {
+  /**
+   * Lists records in one state, newest (or oldest) first, a page at a time: each item with what
+   * `inspect()` and `delete()` need. Reads the store's index, never its whole keyspace. Throws
+   * BadRequestException for a malformed query, NotImplementedException when the store cannot
+   * list, ServiceUnavailableException after `storeTimeout`.
+   *
+   * @example
+   * ```ts
+   * const { items } = await records.list({ state: 'half_done', olderThan: '15m' });
+   * ```
+   */
+  async list(query: IdempotencyRecordListQuery): Promise<IdempotencyRecordListPage> {
+    const store = this.listing();
+    const { keyPrefix, maxLockHold } = this.options;
+    const asked = this.checked(() => storeListQuery(query, keyPrefix, maxLockHold));
+    const page = await this.bounded(store.list!(asked));
+    const now = Date.now();
+    const items = page.items.map((record) => listItem(record, asked.prefix, this.labels, now));
+    return page.cursor ? { items, cursor: wrapCursor(asked, page.cursor) } : { items };
+  }
+
+  /**
+   * How many records each state holds under `keyPrefix` (the module's by default), a claim held
+   * past `maxLockHold` counted as stuck. Errors as {@link list}'s.
+   */
+  async counts(keyPrefix = this.options.keyPrefix): Promise<IdempotencyRecordCounts> {
+    const store = this.listing();
+    if (typeof keyPrefix !== 'string') {
+      throw new BadRequestException('IdempotencyRecords: keyPrefix must be a string');
+    }
+    return this.bounded(store.countRecords!(keyPrefix, this.options.maxLockHold));
+  }
+
+  /**
+   * The record's state; nothing is changed. Takes a query (key, route, owner) or a listed item.
+   * Throws BadRequestException for a malformed query.
+   */
+  async inspect(
+    query: IdempotencyRecordQuery | IdempotencyRecordRef,
+  ): Promise<IdempotencyRecordState> {
     const found = await this.bounded(this.store.inspect(this.storeKey(query)));
     if (found.state !== 'completed') {
       // Places and names only, whatever else a store hands over.
@@ -117,14 +186,14 @@ export class IdempotencyRecords {
    * running under it is fenced (its response and its next step are not stored), and duplicates
    * waiting on it claim the key. @returns whether there was a record or steps.
    */
-  async delete(query: IdempotencyRecordQuery): Promise<boolean> {
+  async delete(query: IdempotencyRecordQuery | IdempotencyRecordRef): Promise<boolean> {
     const key = this.storeKey(query);
     // This process replays it no more from memory (option localReplayCache), nor keeps it from
     // a replay that read it while it was being deleted; others may, for the cache's ttl.
     const replays = replayCacheOf(this.options);
     replays?.delete(key);
     const deleted = await this.bounded(this.store.delete(key)).finally(() => replays?.delete(key));
-    if (deleted) this.logger.log(`deleted the record ${key} of ${query.route}`);
+    if (deleted) this.logger.log(`deleted the record ${key} of ${query.route ?? 'its route'}`);
     return deleted;
   }
 
@@ -137,11 +206,34 @@ export class IdempotencyRecords {
     });
   }
 
+  /** The store, when it lists records; a NotImplementedException (501) otherwise. */
+  private listing(): IdempotencyStore {
+    const { store } = this;
+    if (store.list && store.countRecords) return store;
+    throw new NotImplementedException(
+      `IdempotencyRecords: the store (${store.constructor.name}) cannot list records: it has ` +
+        'no list() and countRecords() (see docs/stores.md)',
+    );
+  }
+
+  /** What `check` returns; what it throws is a BadRequestException (400). */
+  private checked<T>(check: () => T): T {
+    try {
+      return check();
+    } catch (error) {
+      throw new BadRequestException(`IdempotencyRecords: ${describe(error)}`, { cause: error });
+    }
+  }
+
   /**
-   * The store key of the record, as the interceptor derives it. A query that names no record
-   * (no route, a key that is not one, an owner without an id) is a BadRequestException.
+   * The store key of the record: a listed item's `ref`, or derived from a query as the
+   * interceptor derives it. A query that names no record (no route, a key that is not one, an
+   * owner without an id, a `ref` that is no record key) is a BadRequestException.
    */
-  private storeKey(query: IdempotencyRecordQuery): string {
+  private storeKey(query: IdempotencyRecordQuery | IdempotencyRecordRef): string {
+    if (typeof query === 'object' && query !== null && 'ref' in query) {
+      return this.checked(() => refKey(query, this.options.keyPrefix));
+    }
     const { route, user, tenant, keyPrefix = this.options.keyPrefix } = query;
     try {
       if (typeof route !== 'string' || route === '') {
@@ -160,4 +252,21 @@ export class IdempotencyRecords {
       throw new BadRequestException(`IdempotencyRecords: ${describe(error)}`, { cause: error });
     }
   }
+}
+
+/**
+ * The store key a listed item names, checked to be a record key under its prefix: a ref is a
+ * key the stores delete whatever it is, so it may name nothing else.
+ */
+function refKey({ ref, keyPrefix }: IdempotencyRecordRef, defaultPrefix: string): string {
+  const prefix = keyPrefix ?? defaultPrefix;
+  if (typeof prefix !== 'string') throw new TypeError('keyPrefix must be a string');
+  if (
+    typeof ref !== 'string' ||
+    !ref.startsWith(prefix) ||
+    !HASH_TAG.test(ref.slice(prefix.length))
+  ) {
+    throw new TypeError(`ref must be a record key under ${JSON.stringify(prefix)}`);
+  }
+  return ref;
 }

@@ -168,6 +168,8 @@ export class IdempotencyService implements BeforeApplicationShutdown {
       options,
       handler: space,
       route: space,
+      scope: space,
+      clientKey: text,
     };
   }
 

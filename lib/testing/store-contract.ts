@@ -1,6 +1,7 @@
 import { strict as assert } from 'node:assert';
 import { randomUUID } from 'node:crypto';
 import type { IdempotencyStore } from '../stores/idempotency.store';
+import { listingContract } from './store-contract-listing';
 import { operatorContract } from './store-contract-operators';
 import { stepContract } from './store-contract-steps';
 import { type Body, type ContractContext, response } from './store-contract-support';
@@ -251,6 +252,8 @@ export function runIdempotencyStoreContract(options: StoreContractOptions): void
     }
 
     stepContract(context, options.operatorMethods !== false);
+
+    listingContract(context);
 
     it(
       'keeps keys independent',

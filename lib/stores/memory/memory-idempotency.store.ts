@@ -9,7 +9,14 @@ import {
   StoredStep,
   WatchListener,
 } from '../idempotency.store';
+import type {
+  ListRecordsPage,
+  ListRecordsQuery,
+  RecordAbout,
+  RecordCounts,
+} from '../record-listing';
 import { unknownOptionProblem } from '../../options/option-names';
+import { MemoryListing } from './memory-listing';
 import { MemorySteps } from './memory-steps';
 
 /** Options of {@link MemoryIdempotencyStore}. */
@@ -55,6 +62,8 @@ interface MemoryRecord {
   expiresAt: number;
   /** When it completed, on the store's clock (completed records only). */
   completedAt?: number;
+  /** What the claim carried, for listing. */
+  about?: RecordAbout;
 }
 
 /**
@@ -73,6 +82,8 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   private readonly watchers = new Map<string, Set<WatchListener>>();
   /** Steps of resumable runs, apart from the records (they outlive a release). */
   private readonly steps: MemorySteps;
+  /** What lists records, and the claims it remembers past their lease (stuck, half done). */
+  private readonly listing: MemoryListing;
 
   constructor(options: MemoryIdempotencyStoreOptions = {}) {
     super();
@@ -80,6 +91,11 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     if (problem) throw new TypeError(`MemoryIdempotencyStore: ${problem}`);
     this.now = options.now ?? (() => performance.now());
     this.steps = new MemorySteps(this.now);
+    this.listing = new MemoryListing(this.now, {
+      record: (key) => this.live(key),
+      steps: (key) => this.steps.inspect(key),
+      keys: () => this.records.keys(),
+    });
     this.maxEntries = options.maxEntries ?? 10_000;
     this.maxBytes = options.maxBytes ?? 32 * 1024 * 1024;
     const interval = options.sweepIntervalMs ?? 60_000;
@@ -107,7 +123,9 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
         fingerprint: request.fingerprint,
         bytes: 0,
         expiresAt: this.now() + request.leaseMs,
+        about: request.about,
       });
+      this.listing.claimed(key, request.about, request.leaseMs);
       return steps ? { status: 'claimed', steps } : { status: 'claimed' };
     }
     if (request.fingerprint && record.fingerprint && record.fingerprint !== request.fingerprint) {
@@ -134,6 +152,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     const record = this.owned(key, token);
     if (!record) return false;
     if (options?.clearSteps) this.steps.delete(key);
+    this.listing.forget(key);
     record.state = 'completed';
     // Eviction goes by completion order: a slow request claimed first and completed last is the
     // newest response, not the oldest (Map order is insertion order).
@@ -157,6 +176,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   async release(key: string, token: string): Promise<boolean> {
     if (!this.owned(key, token)) return false;
     this.drop(key);
+    this.listing.released(key);
     this.notify(key);
     return true;
   }
@@ -165,6 +185,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     const record = this.owned(key, token);
     if (!record) return false;
     record.expiresAt = this.now() + leaseMs;
+    this.listing.extended(key, leaseMs);
     return true;
   }
 
@@ -201,11 +222,25 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
   override async delete(key: string): Promise<boolean> {
     // A record's steps go with it; a released or expired record's too, on their own.
     const steps = this.steps.delete(key);
+    this.listing.forget(key);
     if (!this.live(key)) return steps;
     this.drop(key);
     // Waiters claim again; the owner of a deleted claim is fenced, as after an expiry.
     this.notify(key);
     return true;
+  }
+
+  /** Lists completed records among the records, the others among the claims it remembers. */
+  override async list(query: ListRecordsQuery): Promise<ListRecordsPage> {
+    return this.listing.list(query);
+  }
+
+  override async countRecords(prefix: string, stuckAfterMs?: number): Promise<RecordCounts> {
+    return this.listing.count(prefix, stuckAfterMs);
+  }
+
+  override async markAbandoned(key: string, endedBefore: number): Promise<boolean> {
+    return this.listing.markAbandoned(key, endedBefore);
   }
 
   override async watch(key: string, listener: WatchListener): Promise<() => void> {
@@ -222,6 +257,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
     if (this.sweeper) clearInterval(this.sweeper);
     this.records.clear();
     this.steps.clear();
+    this.listing.clear();
     this.bytes = 0;
     this.watchers.clear();
   }
@@ -265,6 +301,7 @@ export class MemoryIdempotencyStore extends IdempotencyStore {
       if (record.expiresAt <= now) this.drop(key);
     }
     this.steps.sweep();
+    this.listing.sweep();
   }
 
   /** Drops the oldest completed records but `kept` while the responses exceed maxBytes. */
