@@ -1,6 +1,6 @@
 import type { ListedState } from '../stores/record-listing';
 import { html, type Html } from './html';
-import type { PageListItem } from './records-reader';
+import type { IdempotencyRecordListItem as PageListItem } from '../services/record-list';
 
 /** How each state is named on the page. */
 export const STATE_TITLES: Record<ListedState, string> = {

@@ -94,6 +94,12 @@ export const CONTENT_SECURITY_POLICY = [
   "base-uri 'none'",
 ].join('; ');
 
+/**
+ * The stylesheet's element, built outside any template: the hash covers its text to the byte, so
+ * no formatter may lay it out.
+ */
+const STYLE_ELEMENT = new Html(`<style>${STYLE}</style>`);
+
 /** Headers of every page the page answers (see docs/operators.md#the-operator-page). */
 export const PAGE_HEADERS: Readonly<Record<string, string>> = {
   'Content-Type': 'text/html; charset=utf-8',
@@ -113,9 +119,7 @@ export function layout(title: string, base: string, keyPrefix: string, body: Htm
         <meta name="viewport" content="width=device-width, initial-scale=1" />
         <meta name="robots" content="noindex" />
         <title>${title} · idempotency records</title>
-        <style>
-          ${new Html(STYLE)}
-        </style>
+        ${STYLE_ELEMENT}
       </head>
       <body>
         <header>

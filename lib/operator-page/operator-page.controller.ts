@@ -14,7 +14,10 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { IDEMPOTENCY_OPTIONS } from '../idempotency.constants';
 import type { ResolvedModuleOptions } from '../options';
 import { parseDuration } from '../options/duration';
-import { IdempotencyRecords } from '../services/idempotency-records.service';
+import {
+  IdempotencyRecords,
+  type IdempotencyRecordRef,
+} from '../services/idempotency-records.service';
 import { LISTED_STATES, type ListedState } from '../stores/record-listing';
 import {
   crossSiteProblem,
@@ -117,7 +120,7 @@ export class OperatorPageController {
   async record(@Req() request: PageRequest, @Res() response: unknown): Promise<void> {
     await this.answer(request, response, '/record', async (page) => {
       const ref = refOf(request.query?.ref);
-      const found = await this.records.inspect({ ref });
+      const found = await this.records.inspect(this.refTo(ref));
       return recordPage(page, ref, found, listedState(request.query?.state));
     });
   }
@@ -127,7 +130,7 @@ export class OperatorPageController {
   async confirm(@Req() request: PageRequest, @Res() response: unknown): Promise<void> {
     await this.answer(request, response, '/delete', async (page) => {
       const ref = refOf(request.query?.ref);
-      const found = await this.records.inspect({ ref });
+      const found = await this.records.inspect(this.refTo(ref));
       const secret = secretFromCookies(request.headers.cookie) ?? newSecret();
       const secure = request.protocol === 'https';
       const cookie = secretCookie(secret, page.base, secure);
@@ -157,7 +160,7 @@ export class OperatorPageController {
             'and confirm again.',
         );
       }
-      const deleted = await this.records.delete({ ref });
+      const deleted = await this.records.delete(this.refTo(ref));
       const state = listedState(body.state);
       return { redirect: link(page.base, { state, done: deleted ? 'deleted' : 'gone' }) };
     });
@@ -200,6 +203,12 @@ export class OperatorPageController {
       adapter.setHeader(response, name, value);
     }
     adapter.reply(response, markup, status);
+  }
+
+  /** The record a `ref` names, under the page's `keyPrefix` (the module's when unset). */
+  private refTo(ref: string): IdempotencyRecordRef {
+    const { keyPrefix } = this.options;
+    return keyPrefix === undefined ? { ref } : { ref, keyPrefix };
   }
 
   /** The page's own path as the request reached it: the app's global prefix included. */

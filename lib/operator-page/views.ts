@@ -11,7 +11,7 @@ import {
   stepList,
 } from './format';
 import { html, layout, type Html } from './html';
-import type { PageListItem } from './records-reader';
+import type { IdempotencyRecordListItem as PageListItem } from '../services/record-list';
 
 /** The list's filters, as the query string carries them (durations as typed: `15m`). */
 export interface ListFilters {

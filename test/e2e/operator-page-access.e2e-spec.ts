@@ -3,15 +3,15 @@ import {
   IdempotencyOperatorPageModule,
   IdempotencyRecords,
   type IdempotencyOperatorPageOptions,
+  type IdempotencyRecordListItem,
 } from '../../lib';
-import type { PageListItem } from '../../lib/operator-page/records-reader';
 import { listen } from '../support/http-app';
 import { FakeRecords, OperatorAuthModule, OperatorsOnly } from '../support/operator-page';
 import { PLATFORMS } from '../support/test-app';
 
 const XSS_KEY = '<img src=x onerror=alert(1)>';
 
-const items = (): PageListItem[] => [
+const items = (): IdempotencyRecordListItem[] => [
   {
     ref: 'ops-test:{half-1}',
     key: 'order-secret-7',

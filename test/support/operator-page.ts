@@ -7,12 +7,13 @@ import {
 } from '@nestjs/common';
 import { existsSync } from 'node:fs';
 import { type Browser, chromium } from 'playwright-core';
-import type { IdempotencyRecordState, ListedState } from '../../lib';
 import type {
-  PageListItem,
-  PageListQuery,
-  RecordsReader,
-} from '../../lib/operator-page/records-reader';
+  IdempotencyRecordListItem,
+  IdempotencyRecordListQuery,
+  IdempotencyRecordState,
+  ListedState,
+} from '../../lib';
+import type { RecordsReader } from '../../lib/operator-page/records-reader';
 
 /** The operators an app knows, by the token their requests carry (a stand-in for a login). */
 @Injectable()
@@ -54,9 +55,11 @@ export type RecordsCall = { op: keyof RecordsReader; arg: unknown };
 export class FakeRecords implements RecordsReader {
   readonly calls: RecordsCall[] = [];
 
-  constructor(readonly items: PageListItem[]) {}
+  constructor(readonly items: IdempotencyRecordListItem[]) {}
 
-  async list(query: PageListQuery): Promise<{ items: PageListItem[]; cursor?: string }> {
+  async list(
+    query: IdempotencyRecordListQuery,
+  ): Promise<{ items: IdempotencyRecordListItem[]; cursor?: string }> {
     this.calls.push({ op: 'list', arg: query });
     const all = this.items.filter((item) => item.state === query.state);
     const start = query.cursor ? Number(query.cursor) : 0;

@@ -1,7 +1,8 @@
 import { Injectable, type CanActivate } from '@nestjs/common';
+import { createHash } from 'node:crypto';
 import { GUARDS_METADATA, PATH_METADATA } from '@nestjs/common/constants';
 import { IdempotencyOperatorPageModule } from '../../lib';
-import { escapeHtml, html } from '../../lib/operator-page/html';
+import { CONTENT_SECURITY_POLICY, escapeHtml, html, layout } from '../../lib/operator-page/html';
 import { resolveOperatorPageOptions } from '../../lib/operator-page/operator-page.options';
 
 @Injectable()
@@ -95,5 +96,16 @@ describe('the page templates', () => {
     </ul>`.markup;
     expect(list.replace(/\s+/g, '')).toBe('<ul>&lt;a&gt;<li>&lt;b&gt;</li></ul>');
     expect(html`${undefined}${null}${false}${0}`.markup).toBe('0');
+  });
+});
+
+describe('the page layout', () => {
+  it('holds one stylesheet, the one the CSP allows by its hash, and no script', () => {
+    const page = layout('Title', '/ops', 'idempotency:', html`<p>body</p>`);
+    const styles = [...page.matchAll(/<style>([\s\S]*?)<\/style>/g)].map((match) => match[1]);
+    expect(styles).toHaveLength(1);
+    const hash = createHash('sha256').update(styles[0]).digest('base64');
+    expect(CONTENT_SECURITY_POLICY).toContain(`style-src 'sha256-${hash}'`);
+    expect(page).not.toMatch(/<script|style=|<link/i);
   });
 });

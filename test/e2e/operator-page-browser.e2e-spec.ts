@@ -1,0 +1,187 @@
+import { Body, Controller, type INestApplication, Module, Post } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { writeFile } from 'node:fs/promises';
+import { resolve } from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import {
+  IdempotencyModule,
+  IdempotencyOperatorPageModule,
+  IdempotencyRecords,
+  IdempotencyService,
+  Idempotent,
+} from '../../lib';
+import { listen } from '../support/http-app';
+import { launchChromium, OperatorAuthModule, OperatorsOnly } from '../support/operator-page';
+import { World } from '../support/resumable';
+import { PLATFORMS, post } from '../support/test-app';
+
+const XSS_KEY = '<img src=x onerror=alert(1)>';
+
+/** A resumable order of four steps, as the issue's: a row, a charge, an e-mail, an event. */
+@Controller()
+class OrdersController {
+  constructor(
+    private readonly idempotency: IdempotencyService,
+    private readonly world: World,
+  ) {}
+
+  @Post('orders')
+  @Idempotent({ resumable: true, scope: 'public' })
+  async create(@Body() body: { item: string }) {
+    const { idempotency: steps, world } = this;
+    const order = await steps.step('create order', async () => {
+      await world.enter('order');
+      return world.insertOrder(body.item);
+    });
+    await steps.step('charge card', async () => {
+      await world.enter('charge');
+      world.effect('charge');
+    });
+    await steps.step('send e-mail', async () => {
+      await world.enter('email');
+      world.effect('email');
+    });
+    return { order: order.id };
+  }
+}
+
+/**
+ * Where `OPERATOR_PAGE_SCREENSHOT` says to keep the list's screenshot (docs/operator-page.png
+ * for the docs); without it the screenshot is taken and checked, not kept.
+ */
+const SCREENSHOT = process.env.OPERATOR_PAGE_SCREENSHOT;
+
+describe('the operator page in Chromium', () => {
+  let browser: Browser;
+
+  beforeAll(async () => {
+    browser = await launchChromium();
+  });
+  afterAll(() => browser?.close());
+
+  describe.each(PLATFORMS)('on %s', (platform) => {
+    const world = new World();
+    let app: INestApplication;
+    let url: string;
+    let context: BrowserContext;
+    let page: Page;
+    /** What the page made the browser do that it must never: dialogs, CSP or console errors. */
+    const incidents: string[] = [];
+
+    const order = async (key: string, failAt?: string) => {
+      if (failAt) world.failNext(failAt);
+      return (await post(url, '/orders', { key, body: { item: 'book' } })).status;
+    };
+
+    beforeAll(async () => {
+      @Module({
+        imports: [
+          IdempotencyModule.forRoot({ keyPrefix: `page-${randomUUID().slice(0, 8)}:` }),
+          IdempotencyOperatorPageModule.register({
+            path: '/ops/idempotency',
+            guards: [OperatorsOnly],
+            imports: [OperatorAuthModule],
+          }),
+        ],
+        controllers: [OrdersController],
+        providers: [{ provide: World, useValue: world }],
+      })
+      class AppModule {}
+      ({ app, url } = await listen(platform, AppModule));
+      // Half done the honest way: the third step throws, after the first two were recorded.
+      for (const key of ['order-1001', 'order-1002', XSS_KEY]) {
+        expect(await order(key, 'email')).toBe(502);
+      }
+      for (const key of ['order-0998', 'order-0999']) expect(await order(key)).toBe(201);
+      context = await browser.newContext({
+        extraHTTPHeaders: { 'x-operator': 'operator-token' },
+        viewport: { width: 1180, height: 640 },
+      });
+      page = await context.newPage();
+      page.on('dialog', (dialog) => {
+        incidents.push(`dialog: ${dialog.message()}`);
+        void dialog.dismiss();
+      });
+      page.on('console', (message) => {
+        if (message.type() === 'error') incidents.push(`console: ${message.text()}`);
+      });
+      page.on('pageerror', (error) => incidents.push(`page error: ${error.message}`));
+    });
+    afterAll(async () => {
+      await context?.close();
+      await app?.close();
+    });
+
+    const rowOf = (key: string) => page.locator('tbody tr', { hasText: key });
+
+    it('lists the half-done orders with their steps, the XSS key as text, nothing run', async () => {
+      await page.goto(`${url}/ops/idempotency?state=half_done`);
+      await page.waitForLoadState('load');
+      expect(await page.locator('.tab.current').innerText()).toMatch(/Half done\s*3/);
+      expect(await page.locator('.tab.completed .n').innerText()).toBe('2');
+      const xss = rowOf(XSS_KEY);
+      expect(await xss.locator('td.key').innerText()).toBe(XSS_KEY);
+      expect(await xss.locator('.steps li').allInnerTexts()).toEqual([
+        'create order',
+        'charge card',
+      ]);
+      expect(await rowOf('order-1001').locator('td').nth(1).innerText()).toBe('POST /orders');
+      expect(await page.locator('img, script').count()).toBe(0);
+      // The stylesheet applies (its hash is the one the CSP allows) and nothing was refused.
+      const color = 'getComputedStyle(document.querySelector("header")).color';
+      expect(await page.evaluate(color)).toBe('rgb(255, 255, 255)');
+      expect(incidents).toEqual([]);
+
+      const png = await page.screenshot({ fullPage: true });
+      expect(png.subarray(1, 4).toString()).toBe('PNG');
+      if (SCREENSHOT && platform === 'express') await writeFile(resolve(SCREENSHOT), png);
+    });
+
+    it('filters by route and shows one record with its steps', async () => {
+      await page.goto(`${url}/ops/idempotency?state=half_done`);
+      await page.fill('input[name=route]', 'POST /elsewhere');
+      await page.click('button[type=submit]');
+      expect(page.url()).toContain('route=POST+%2Felsewhere');
+      expect(await page.locator('main').innerText()).toContain('No half done records match');
+
+      await page.goto(`${url}/ops/idempotency?state=half_done&route=POST%20%2Forders`);
+      expect(await page.locator('tbody tr').count()).toBe(3);
+      await rowOf('order-1002').locator('td.key a').click();
+      expect(await page.locator('dl').innerText()).toMatch(/Half done[\s\S]*create order/);
+      expect(incidents).toEqual([]);
+    });
+
+    it('deletes a record only after the confirmation, and then it is gone', async () => {
+      const records = app.get(IdempotencyRecords);
+      const [listed] = (
+        await records.list({ state: 'half_done', route: 'POST /orders' })
+      ).items.filter((item) => item.key === 'order-1001');
+      await page.goto(`${url}/ops/idempotency?state=half_done`);
+      await rowOf('order-1001').getByRole('link', { name: 'Delete…' }).click();
+      expect(await page.locator('h2').innerText()).toBe('Delete this record?');
+      // Still there while the operator reads the confirmation.
+      expect(await records.inspect(listed)).toMatchObject({ state: 'absent', steps: [{}, {}] });
+
+      await page.getByRole('button', { name: 'Delete' }).click();
+      await page.waitForURL(/done=deleted/);
+      expect(await page.locator('.notice').innerText()).toBe('The record was deleted.');
+      expect(await rowOf('order-1001').count()).toBe(0);
+      expect(await page.locator('.tab.current .n').innerText()).toBe('2');
+      expect(await records.inspect(listed)).toEqual({ state: 'absent' });
+      expect(incidents).toEqual([]);
+    });
+
+    it('shows nothing to a browser without a login: 401, no record', async () => {
+      const stranger = await browser.newContext();
+      try {
+        const visit = await (
+          await stranger.newPage()
+        ).goto(`${url}/ops/idempotency?state=half_done`);
+        expect(visit?.status()).toBe(401);
+        expect(await visit?.text()).not.toContain('order-1002');
+      } finally {
+        await stranger.close();
+      }
+    });
+  });
+});
