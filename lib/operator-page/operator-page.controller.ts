@@ -62,6 +62,7 @@ const TITLES: Record<number, string> = {
   400: 'Bad request',
   403: 'Refused',
   404: 'Not found',
+  501: 'The store cannot list records',
   503: 'The store did not answer',
 };
 
