@@ -321,7 +321,7 @@ export function formatReport(report: DemoReport): string {
     if (Object.keys(s.headers).length > 0) lines.push(`   headers:  ${pairs(s.headers)}`);
     lines.push(`   handler:  ${s.handler} ran ${s.executions}× (${pairs(s.outcomes)})`);
     if (s.steps) lines.push(`   steps:    ${pairs(s.steps)}`);
-    for (const note of s.notes ?? []) lines.push(`   seen:     ${note}`);
+    for (const note of s.notes ?? []) lines.push(`   note:     ${note}`);
   });
   lines.push('', `Handler runs since the app started: ${pairs(report.totals)}`);
   lines.push(
@@ -400,6 +400,8 @@ async function main(): Promise<void> {
     if (started && process.stdout.isTTY) {
       console.log('The app the demo started stays up for a look; Ctrl+C stops it.');
       await new Promise((resolve) => process.once('SIGINT', resolve));
+    } else if (started) {
+      console.log('The app the demo started stops now: `npm start`, then the demo, keeps one up.');
     }
   } finally {
     await started?.close();
