@@ -5,6 +5,7 @@ import { resolve } from 'node:path';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import {
   IdempotencyModule,
+  type IdempotencyModuleOptions,
   IdempotencyOperatorPageModule,
   IdempotencyRecords,
   IdempotencyService,
@@ -13,7 +14,10 @@ import {
 import { listen } from '../support/http-app';
 import { launchChromium, OperatorAuthModule, OperatorsOnly } from '../support/operator-page';
 import { World } from '../support/resumable';
-import { PLATFORMS, post } from '../support/test-app';
+import { dropMysqlTable, testMysqlPool, testMysqlUrl, uniqueMysqlTable } from '../support/mysql';
+import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
+import { cleanUpPrefix, testRedisUrl, uniquePrefix } from '../support/redis';
+import { type Platform, post } from '../support/test-app';
 
 const XSS_KEY = '<img src=x onerror=alert(1)>';
 
@@ -51,15 +55,48 @@ class OrdersController {
  */
 const SCREENSHOT = process.env.OPERATOR_PAGE_SCREENSHOT;
 
+const redisPrefix = uniquePrefix('operator-page');
+const postgresTable = uniqueTable('operator_page');
+const mysqlTable = uniqueMysqlTable('operator_page');
+
+/**
+ * Every store, each on one platform (both on the memory store): the page reads what
+ * IdempotencyRecords lists, so what differs is the store, and the platform only for the form.
+ */
+const CASES: [Platform, string, () => IdempotencyModuleOptions][] = [
+  ['express', 'memory', () => ({ keyPrefix: `page-${randomUUID().slice(0, 8)}:` })],
+  ['fastify', 'memory', () => ({ keyPrefix: `page-${randomUUID().slice(0, 8)}:` })],
+  ['fastify', 'Redis', () => ({ redis: testRedisUrl(), keyPrefix: redisPrefix })],
+  [
+    'express',
+    'PostgreSQL',
+    () => ({
+      postgres: { connectionString: testPostgresUrl(), table: postgresTable, ensureSchema: true },
+    }),
+  ],
+  [
+    'fastify',
+    'MariaDB',
+    () => ({ mysql: { connectionString: testMysqlUrl(), table: mysqlTable, ensureSchema: true } }),
+  ],
+];
+
 describe('the operator page in Chromium', () => {
   let browser: Browser;
 
   beforeAll(async () => {
     browser = await launchChromium();
   });
-  afterAll(() => browser?.close());
+  afterAll(async () => {
+    await browser?.close();
+    await cleanUpPrefix(redisPrefix);
+    const postgres = await testPool();
+    await dropTable(postgres, postgresTable).finally(() => postgres.end());
+    const mysql = await testMysqlPool();
+    await dropMysqlTable(mysql, mysqlTable).finally(() => mysql.end());
+  });
 
-  describe.each(PLATFORMS)('on %s', (platform) => {
+  describe.each(CASES)('on %s, the %s store', (platform, store, options) => {
     const world = new World();
     let app: INestApplication;
     let url: string;
@@ -76,7 +113,7 @@ describe('the operator page in Chromium', () => {
     beforeAll(async () => {
       @Module({
         imports: [
-          IdempotencyModule.forRoot({ keyPrefix: `page-${randomUUID().slice(0, 8)}:` }),
+          IdempotencyModule.forRoot(options()),
           IdempotencyOperatorPageModule.register({
             path: '/ops/idempotency',
             guards: [OperatorsOnly],
@@ -98,6 +135,7 @@ describe('the operator page in Chromium', () => {
         viewport: { width: 1180, height: 640 },
       });
       page = await context.newPage();
+      page.setDefaultTimeout(5_000); // a missing element fails in seconds, not at Jest's timeout
       page.on('dialog', (dialog) => {
         incidents.push(`dialog: ${dialog.message()}`);
         void dialog.dismiss();
@@ -115,8 +153,12 @@ describe('the operator page in Chromium', () => {
     const rowOf = (key: string) => page.locator('tbody tr', { hasText: key });
 
     it('lists the half-done orders with their steps, the XSS key as text, nothing run', async () => {
-      await page.goto(`${url}/ops/idempotency?state=half_done`);
-      await page.waitForLoadState('load');
+      const shown = await page.goto(`${url}/ops/idempotency?state=half_done`);
+      // 501 while a store cannot list records: its page says so, and the test stops here.
+      expect([shown?.status(), shown?.status() === 200 || (await shown?.text())]).toEqual([
+        200,
+        true,
+      ]);
       expect(await page.locator('.tab.current').innerText()).toMatch(/Half done\s*3/);
       expect(await page.locator('.tab.completed .n').innerText()).toBe('2');
       const xss = rowOf(XSS_KEY);
@@ -134,7 +176,9 @@ describe('the operator page in Chromium', () => {
 
       const png = await page.screenshot({ fullPage: true });
       expect(png.subarray(1, 4).toString()).toBe('PNG');
-      if (SCREENSHOT && platform === 'express') await writeFile(resolve(SCREENSHOT), png);
+      if (SCREENSHOT && store === 'memory' && platform === 'express') {
+        await writeFile(resolve(SCREENSHOT), png);
+      }
     });
 
     it('filters by route and shows one record with its steps', async () => {
