@@ -139,6 +139,8 @@ export class ClaimCore {
    * refused; so is a key reused with another fingerprint, and a store outage (fail closed)
    * unless the route is `failOpen`.
    *
+   * @param request built for this call by the entry point: the core sets `resumable` and
+   *   `about` (the record's label) on it
    * @param retryAfter how long a refused duplicate is told to wait, from the holder's lease left
    * @throws IdempotencyInProgressError, IdempotencyKeyReusedError,
    *   IdempotencyStoreUnavailableError, IdempotencyRecordUnreadableError
@@ -153,11 +155,11 @@ export class ClaimCore {
     if (kept) return this.replay(claim, kept);
     const mark = this.replays?.mark() ?? 0;
     // Only a resumable claim reads the key's steps, and only a store that lists records keeps
-    // a label: other claims cost what they did.
+    // a label: other claims cost what they did. Set on the entry point's own request, which is
+    // the core's from here: a copy (object spread) cost 1.5 to 3 µs per claim.
+    if (options.resumable) request.resumable = true;
     const about = this.labels?.about(claim);
-    if (about || options.resumable) {
-      request = { ...request, about, resumable: options.resumable || undefined };
-    }
+    if (about) request.about = about;
     let result: ClaimResult;
     try {
       result = await this.calls.claim(claim, request);
