@@ -47,19 +47,23 @@ describe('MysqlIdempotencyStore: schema and options', () => {
     return (rows as Record<string, string>[])[0]['Create Table'].replaceAll(table, 'T');
   };
 
-  it('applies sql/mysql/001 cleanly (twice, renamed) and ensureSchema creates the same table', async () => {
-    const migration = readFileSync(
-      join(packageFolder('sql'), 'mysql', '001_idempotency_records.sql'),
-      'utf8',
-    );
+  it('applies sql/mysql/001 cleanly (twice, renamed), then 003, and ensureSchema creates the same table', async () => {
+    const read = (file: string) => readFileSync(join(packageFolder('sql'), 'mysql', file), 'utf8');
     const migrated = uniqueMysqlTable('migrated');
     tables.push(migrated);
-    await pool.query(migration.replaceAll('idempotency_records', migrated));
-    await pool.query(migration.replaceAll('idempotency_records', migrated));
+    const records = read('001_idempotency_records.sql').replaceAll('idempotency_records', migrated);
+    await pool.query(records);
+    await pool.query(records);
+    await pool.query(
+      read('003_idempotency_listing.sql').replaceAll('idempotency_records', migrated),
+    );
     const ensured = storeOn('ensured');
     expect(await ensured.whenReady(5_000)).toBe(true);
     expect(await definition(ensured.table)).toBe(await definition(migrated));
     expect(await definition(migrated)).toMatch(/ENGINE=InnoDB/);
+    expect(await definition(migrated)).toMatch(
+      /KEY `state_completed_at_idx` \(`state`,`completed_at`\)/,
+    );
 
     const onMigrated = new MysqlIdempotencyStore(pool, { table: migrated, sweepIntervalMs: 0 });
     const key = randomUUID();
@@ -90,15 +94,21 @@ describe('MysqlIdempotencyStore: schema and options', () => {
 describe('MysqlIdempotencyStore: the sweeper', () => {
   it('deletes expired records in batches and leaves live ones', async () => {
     const store = storeOn('sweep', { sweepBatchSize: 2 });
-    for (let i = 0; i < 5; i++) await store.claim(`expired-${i}`, claim('a', 'fp', 1));
+    for (let i = 0; i < 5; i++) {
+      await store.claim(`expired-${i}`, claim('a'));
+      await store.complete(`expired-${i}`, 'a', stored('gone'), 1);
+    }
     await store.claim('live', claim('a'));
     const statements = jest.spyOn(store.pool, 'query');
-    // The leases above ran out 1 ms after they began: the database clock is past them now.
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    expect(await store.sweep()).toBe(5);
-    // 2 + 2 + 1: three batches, the last one short.
-    expect(statements).toHaveBeenCalledTimes(3);
-    statements.mockRestore();
+    try {
+      // The records above were kept 1 ms: the database clock is past them now.
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      expect(await store.sweep()).toBe(5);
+      // 2 + 2 + 1: three batches, the last one short.
+      expect(statements).toHaveBeenCalledTimes(3);
+    } finally {
+      statements.mockRestore();
+    }
     expect(await store.inspect('live')).toMatchObject({ state: 'pending' });
     const [rows] = await pool.query(`SELECT COUNT(*) AS n FROM \`${store.table}\``);
     expect(Number((rows as { n: number }[])[0].n)).toBe(1);

@@ -139,14 +139,14 @@ describe('PostgresIdempotencyStore: schema', () => {
     return { columns: columns.rows, constraints: constraints.rows, indexes: indexes.rows };
   }
 
-  it('applies sql/postgres/001 cleanly (twice, renamed as its comment says) and ensureSchema creates the same table', async () => {
-    const migration = readFileSync(
-      join(packageFolder('sql'), 'postgres', '001_idempotency_records.sql'),
-      'utf8',
-    );
+  it('applies sql/postgres/001 and 003 cleanly (twice, renamed as their comments say) and ensureSchema creates the same table', async () => {
+    const read = (file: string) =>
+      readFileSync(join(packageFolder('sql'), 'postgres', file), 'utf8');
     const migrated = table('migrated');
-    await pool.query(migration.replaceAll('idempotency_records', migrated));
-    await pool.query(migration.replaceAll('idempotency_records', migrated));
+    for (const file of ['001_idempotency_records.sql', '003_idempotency_listing.sql']) {
+      await pool.query(read(file).replaceAll('idempotency_records', migrated));
+      await pool.query(read(file).replaceAll('idempotency_records', migrated));
+    }
     const ensured = storeOn('ensured');
     expect(await ensured.whenReady(5_000)).toBe(true);
     const expected = await definition(migrated);
@@ -160,8 +160,20 @@ describe('PostgresIdempotencyStore: schema', () => {
       'body',
       'completed_at',
       'expires_at',
+      'route',
+      'label',
+      'claimed_at',
+      'reported',
     ]);
     expect(expected.indexes).toEqual([
+      {
+        definition:
+          'CREATE INDEX T_claimed_at_idx ON public.T USING btree (claimed_at) WHERE (state = \'p\'::"char")',
+      },
+      {
+        definition:
+          'CREATE INDEX T_completed_at_idx ON public.T USING btree (completed_at) WHERE (state = \'c\'::"char")',
+      },
       { definition: 'CREATE INDEX T_expires_at_idx ON public.T USING btree (expires_at)' },
       { definition: 'CREATE UNIQUE INDEX T_pkey ON public.T USING btree (key)' },
     ]);

@@ -5,7 +5,12 @@
 import type { Pool, PoolOptions } from 'mysql2';
 import type { Pool as PromisePool } from 'mysql2/promise';
 import { unknownOptionProblem } from '../../options/option-names';
-import { checkSqlStoreOptions } from '../sql/options';
+import {
+  checkSqlOption,
+  checkSqlStoreOptions,
+  SQL_CONNECTION_NAMES,
+  SQL_STORE_OPTION_NAMES,
+} from '../sql/options';
 
 /** Options of `MysqlIdempotencyStore`. */
 export interface MysqlIdempotencyStoreOptions {
@@ -74,24 +79,16 @@ const MAX_NAME = 129;
 
 /** Every name the store's options take: the compiler keeps the list whole. */
 const STORE_OPTIONS = Object.keys({
-  table: true,
-  ensureSchema: true,
-  sweepIntervalMs: true,
-  sweepBatchSize: true,
+  ...SQL_STORE_OPTION_NAMES,
   waitPollMaxMs: true,
   ownsPool: true,
 } satisfies Record<keyof MysqlIdempotencyStoreOptions, true>);
 
 /** Every name the module option `mysql` takes in its object form. */
 const CONFIG = Object.keys({
-  connectionString: true,
+  ...SQL_STORE_OPTION_NAMES,
+  ...SQL_CONNECTION_NAMES,
   uri: true,
-  pool: true,
-  poolConfig: true,
-  table: true,
-  ensureSchema: true,
-  sweepIntervalMs: true,
-  sweepBatchSize: true,
   waitPollMaxMs: true,
 } satisfies Record<keyof IdempotencyMysqlConfig, true>);
 
@@ -133,37 +130,21 @@ export function isMysqlPool(value: unknown): value is Pool | PromisePool {
  * name uri) and pool, and valid store options.
  */
 export function checkMysqlOption(value: unknown): string | undefined {
-  const shape =
-    'mysql must be a connection string, a mysql2 pool or { connectionString | pool, ... }';
-  if (typeof value === 'string') return value.trim() === '' ? shape : undefined;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return shape;
-  if (isMysqlPool(value)) return undefined;
-  const names = unknownOptionProblem(value, CONFIG);
-  if (names) return `mysql: ${names}`;
-  const config = value as IdempotencyMysqlConfig;
-  if (config.connectionString !== undefined && config.uri !== undefined) {
-    return 'mysql takes connectionString or uri (its old name), not both: keep connectionString';
-  }
-  const [name, url] =
-    config.uri !== undefined ? ['uri', config.uri] : ['connectionString', config.connectionString];
-  if (url !== undefined && config.pool !== undefined) {
-    return `mysql takes ${name} or pool, not both`;
-  }
-  if (url === undefined && config.pool === undefined && config.poolConfig === undefined) {
-    return 'mysql needs connectionString, pool or poolConfig';
-  }
-  if (url !== undefined && (typeof url !== 'string' || url.trim() === '')) {
-    return `mysql.${name} must be a non-empty string`;
-  }
-  if (config.pool !== undefined && !isMysqlPool(config.pool)) {
-    return 'mysql.pool must be a mysql2 pool';
-  }
-  if (
-    config.poolConfig !== undefined &&
-    (typeof config.poolConfig !== 'object' || !config.poolConfig)
-  ) {
-    return 'mysql.poolConfig must be mysql2 pool settings (an object)';
-  }
-  const problem = checkValues(config);
-  return problem && `mysql.${problem}`;
+  return checkSqlOption(value, {
+    option: 'mysql',
+    pool: 'a mysql2 pool',
+    settings: 'mysql2 pool settings',
+    names: CONFIG,
+    isPool: isMysqlPool,
+    checkValues,
+    needsSource: true,
+    own: (config) =>
+      config.connectionString !== undefined && config.uri !== undefined
+        ? 'mysql takes connectionString or uri (its old name), not both: keep connectionString'
+        : undefined,
+    url: (config) =>
+      config.uri !== undefined
+        ? ['uri', config.uri]
+        : ['connectionString', config.connectionString],
+  });
 }

@@ -1,11 +1,15 @@
 /** What the MySQL store's lookup and inspect statements return, as the contract's results. */
-import type { ClaimResult, RecordedStep, RecordInspection } from '../idempotency.store';
+import type { ClaimResult } from '../idempotency.store';
+import type { InspectedRow } from '../sql/sql-dialect';
+import { wholeMs } from '../sql/sql-rows';
 
 /** A row of `lookup`: the live record that kept a claim out. */
 export interface LookupRow {
   state: string;
   left_us: number | string;
   mismatch: number | string;
+  /** 1: the record is this token's claim, sent again. */
+  own: number | string | null;
   meta: string | null;
   body: Buffer | null;
 }
@@ -19,8 +23,8 @@ export interface InspectRow {
   age_us: number | string | null;
 }
 
-/** µs from the database (BIGINT: a string when the pool has bigNumberStrings) in whole ms. */
-const ms = (us: number | string | null) => Math.max(Math.floor(Number(us ?? 0) / 1000), 0);
+/** µs from the database (BIGINT: a string when the pool has bigNumberStrings) in ms. */
+const ms = (us: number | string | null) => Number(us ?? 0) / 1000;
 
 /** What a claim that found the key held reports of the record that holds it. */
 export function heldOutcome(row: LookupRow): ClaimResult {
@@ -29,20 +33,18 @@ export function heldOutcome(row: LookupRow): ClaimResult {
     const response = { meta: row.meta ?? '', body: row.body ?? Buffer.alloc(0) };
     return { status: 'completed', response };
   }
-  return { status: 'in_progress', retryAfterMs: ms(row.left_us) };
+  return { status: 'in_progress', retryAfterMs: wholeMs(ms(row.left_us)) };
 }
 
-/** What inspect reports of `row` (undefined: no live record) and the key's steps. */
-export function inspection(row: InspectRow | undefined, steps: RecordedStep[]): RecordInspection {
-  const named = <T extends RecordInspection>(result: T): T =>
-    steps.length > 0 ? { ...result, steps } : result;
-  if (!row) return named({ state: 'absent' });
-  if (row.state === 'p') return named({ state: 'pending', leaseMsLeft: ms(row.left_us) });
+/** A row of `inspect` (undefined: none), in ms. */
+export function inspected(row: InspectRow | undefined): InspectedRow | undefined {
+  if (!row) return undefined;
+  const { state, meta, bytes, left_us, age_us } = row;
   return {
-    state: 'completed',
-    meta: row.meta ?? '',
-    bytes: Number(row.bytes ?? 0),
-    ageMs: ms(row.age_us),
-    ttlMsLeft: ms(row.left_us),
+    state: state === 'p' ? 'p' : 'c',
+    meta,
+    bytes: Number(bytes ?? 0),
+    leftMs: ms(left_us),
+    ageMs: ms(age_us),
   };
 }

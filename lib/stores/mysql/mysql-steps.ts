@@ -1,12 +1,22 @@
 /**
  * The MySQL/MariaDB store's steps (recovery points of resumable runs): the steps table beside
- * the records' table, the statements of resumable runs and operators that touch it, and the DDL
- * of `sql/mysql/002_idempotency_steps.sql`. Runs that are not resumable never send these: their
+ * the records' table (`sql/mysql/002_idempotency_steps.sql`), and the statements of resumable
+ * runs and operators that touch it. Runs that are not resumable never send these: their
  * statements are `mysqlStatements()`'s, unchanged.
  */
 import type { StoredStep } from '../idempotency.store';
+import { named, type StepParams } from '../sql/sql-dialect';
 import { stepsTable } from '../sql/steps-table';
-import { completeSql, DEFAULT_MYSQL_TABLE, LATER, NOW, quoteMysql } from './mysql-statements';
+import {
+  batchValues,
+  completeSql,
+  completeValues,
+  keyValues,
+  LATER,
+  NOW,
+  quoteMysql,
+  us,
+} from './mysql-statements';
 
 /**
  * The steps table of the records' table `table`: `<table>_steps` in the same database, cut and
@@ -20,15 +30,19 @@ export function mysqlStepsTableName(table: string): string {
 export function mysqlStepStatements(table: string) {
   const t = quoteMysql(table);
   const s = quoteMysql(mysqlStepsTableName(table));
-  return {
+  return named({
     /**
      * Input: key. Output: the key's live steps, in index order. The second statement of a
      * resumable claim that took the key (MySQL's INSERT returns no rows): it reads what was
      * committed before, so a step an owner whose lease expired recorded in a transaction that
      * the takeover waited for (recordStep locks the record's row) is there.
      */
-    claimedSteps: `SELECT idx, name, fingerprint, meta, body FROM ${s}
+    claimedSteps: {
+      steps: true,
+      bind: keyValues,
+      text: `SELECT idx, name, fingerprint, meta, body FROM ${s}
 WHERE \`key\` = ? AND expires_at > ${NOW} ORDER BY idx`,
+    },
 
     /**
      * Input: index, name, meta, body, retention µs, key, token. Affects 1 row (2 when it replaced
@@ -39,25 +53,41 @@ WHERE \`key\` = ? AND expires_at > ${NOW} ORDER BY idx`,
      * new owner. A plain INSERT ... SELECT reads a snapshot in READ COMMITTED: it would record
      * a zombie's step after the takeover, unseen by the new owner.
      */
-    recordStep: `REPLACE INTO ${s} (\`key\`, idx, name, fingerprint, meta, body, expires_at)
+    recordStep: {
+      steps: true,
+      bind: stepValues,
+      text: `REPLACE INTO ${s} (\`key\`, idx, name, fingerprint, meta, body, expires_at)
 SELECT \`key\`, ?, ?, fingerprint, ?, ?, ${LATER} FROM ${t}
 WHERE \`key\` = ? AND state = 'p' AND owner = ? FOR UPDATE`,
+    },
 
     /** `mysqlStatements().complete`, the key's steps expiring with it (clearSteps). */
-    completeClearing: completeSql(t, s),
+    completeClearing: { steps: true, bind: completeValues, text: completeSql(t, s) },
 
     /**
      * Input: key. Affects the key's live steps (an operator's delete); expired ones are dead
      * already, and the sweeper's.
      */
-    deleteSteps: `DELETE FROM ${s} WHERE \`key\` = ? AND expires_at > ${NOW}`,
+    deleteSteps: {
+      steps: true,
+      bind: keyValues,
+      text: `DELETE FROM ${s} WHERE \`key\` = ? AND expires_at > ${NOW}`,
+    },
 
     /** Input: key. Output: the key's live steps (index and name), in index order. */
-    inspectSteps: `SELECT idx, name FROM ${s} WHERE \`key\` = ? AND expires_at > ${NOW} ORDER BY idx`,
+    inspectSteps: {
+      steps: true,
+      bind: keyValues,
+      text: `SELECT idx, name FROM ${s} WHERE \`key\` = ? AND expires_at > ${NOW} ORDER BY idx`,
+    },
 
     /** Input: batch size. As `mysqlStatements().sweep`, for expired steps. */
-    sweepSteps: `DELETE FROM ${s} WHERE expires_at <= ${NOW} ORDER BY expires_at LIMIT ?`,
-  };
+    sweepSteps: {
+      steps: true,
+      bind: batchValues,
+      text: `DELETE FROM ${s} WHERE expires_at <= ${NOW} ORDER BY expires_at LIMIT ?`,
+    },
+  });
 }
 
 export type MysqlStepStatements = ReturnType<typeof mysqlStepStatements>;
@@ -88,22 +118,7 @@ export function storedSteps(rows: StepRow[]): StoredStep[] | undefined {
 }
 
 /** The values of recordStep, in its placeholders' order. */
-export function stepValues(key: string, token: string, step: StoredStep, ttlMs: number) {
+function stepValues({ key, token, step, ttlMs }: StepParams): unknown[] {
   const { meta, body } = step.result;
-  return [step.index, step.name, meta, body, ttlMs * 1000, key, token];
-}
-
-/** The DDL of `sql/mysql/002_idempotency_steps.sql` for the records' table `table` (idempotent). */
-export function mysqlStepsSchemaSql(table = DEFAULT_MYSQL_TABLE): string {
-  return `CREATE TABLE IF NOT EXISTS ${quoteMysql(mysqlStepsTableName(table))} (
-  \`key\` VARBINARY(512) NOT NULL,
-  idx INT UNSIGNED NOT NULL,
-  name TEXT CHARACTER SET utf8mb4 NOT NULL,
-  fingerprint VARBINARY(255) NOT NULL,
-  meta MEDIUMTEXT CHARACTER SET utf8mb4 NOT NULL,
-  body LONGBLOB NOT NULL,
-  expires_at DATETIME(6) NOT NULL,
-  PRIMARY KEY (\`key\`, idx),
-  KEY expires_at_idx (expires_at)
-) ENGINE=InnoDB`;
+  return [step.index, step.name, meta, body, us(ttlMs), key, token];
 }

@@ -4,7 +4,12 @@
  */
 import type { Pool, PoolConfig } from 'pg';
 import { unknownOptionProblem } from '../../options/option-names';
-import { checkSqlStoreOptions } from '../sql/options';
+import {
+  checkSqlOption,
+  checkSqlStoreOptions,
+  SQL_CONNECTION_NAMES,
+  SQL_STORE_OPTION_NAMES,
+} from '../sql/options';
 
 /** Options of `PostgresIdempotencyStore`. */
 export interface PostgresIdempotencyStoreOptions {
@@ -63,22 +68,14 @@ const MAX_NAME = 63;
 
 /** Every name the store's options take: the compiler keeps the list whole. */
 const STORE_OPTIONS = Object.keys({
-  table: true,
-  ensureSchema: true,
-  sweepIntervalMs: true,
-  sweepBatchSize: true,
+  ...SQL_STORE_OPTION_NAMES,
   ownsPool: true,
 } satisfies Record<keyof PostgresIdempotencyStoreOptions, true>);
 
 /** Every name the module option `postgres` takes in its object form. */
 const CONFIG = Object.keys({
-  connectionString: true,
-  pool: true,
-  poolConfig: true,
-  table: true,
-  ensureSchema: true,
-  sweepIntervalMs: true,
-  sweepBatchSize: true,
+  ...SQL_STORE_OPTION_NAMES,
+  ...SQL_CONNECTION_NAMES,
 } satisfies Record<keyof IdempotencyPostgresConfig, true>);
 
 /**
@@ -111,28 +108,12 @@ export function isPgPool(value: unknown): value is Pool {
  * pool, and valid store options.
  */
 export function checkPostgresOption(value: unknown): string | undefined {
-  const shape =
-    'postgres must be a connection string, a pg.Pool or { connectionString | pool, ... }';
-  if (typeof value === 'string') return value.trim() === '' ? shape : undefined;
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) return shape;
-  if (isPgPool(value)) return undefined;
-  const names = unknownOptionProblem(value, CONFIG);
-  if (names) return `postgres: ${names}`;
-  const config = value as IdempotencyPostgresConfig;
-  if (config.connectionString !== undefined && config.pool !== undefined) {
-    return 'postgres takes connectionString or pool, not both';
-  }
-  const url = config.connectionString;
-  if (url !== undefined && (typeof url !== 'string' || url.trim() === '')) {
-    return 'postgres.connectionString must be a non-empty string';
-  }
-  if (config.pool !== undefined && !isPgPool(config.pool)) return 'postgres.pool must be a pg.Pool';
-  if (
-    config.poolConfig !== undefined &&
-    (typeof config.poolConfig !== 'object' || !config.poolConfig)
-  ) {
-    return 'postgres.poolConfig must be pg.Pool settings (an object)';
-  }
-  const problem = checkValues(config);
-  return problem && `postgres.${problem}`;
+  return checkSqlOption(value, {
+    option: 'postgres',
+    pool: 'a pg.Pool',
+    settings: 'pg.Pool settings',
+    names: CONFIG,
+    isPool: isPgPool,
+    checkValues,
+  });
 }

@@ -1,5 +1,7 @@
 /** What the PostgreSQL store's claim and inspect statements return, as the contract's results. */
-import type { ClaimResult, RecordedStep, RecordInspection } from '../idempotency.store';
+import type { ClaimResult } from '../idempotency.store';
+import type { InspectedRow } from '../sql/sql-dialect';
+import { wholeMs } from '../sql/sql-rows';
 import { claimedSteps, type StepRow } from './postgres-steps';
 
 /** The row of `claim` (and the rows of `claimResumable`, which add the steps'). */
@@ -9,6 +11,8 @@ export interface ClaimRow {
   state: 'p' | 'c' | null;
   waiting: boolean | null;
   left_ms: number | null;
+  /** The live record is this token's claim: the claim was sent again. */
+  own: boolean | null;
   mismatch: boolean | null;
   meta: string | null;
   body: Buffer | null;
@@ -33,7 +37,7 @@ export interface InspectRow {
  */
 export function claimOutcome(rows: ClaimRow[], waiting: boolean): ClaimResult | undefined {
   const row = rows.length === 1 ? rows[0] : rows.find((one) => one.claimed !== null)!;
-  if (row.claimed) {
+  if (row.claimed || row.own) {
     const steps = rows.length > 1 ? claimedSteps(rows as unknown as StepRow[]) : undefined;
     return steps ? { status: 'claimed', steps } : { status: 'claimed' };
   }
@@ -44,21 +48,12 @@ export function claimOutcome(rows: ClaimRow[], waiting: boolean): ClaimResult | 
   }
   const raced = row.state === null || (waiting && !row.waiting && !row.marked);
   if (raced) return undefined;
-  return { status: 'in_progress', retryAfterMs: Math.max(Math.floor(row.left_ms!), 0) };
+  return { status: 'in_progress', retryAfterMs: wholeMs(row.left_ms!) };
 }
 
-/** What inspect reports of `row` (undefined: no live record) and the key's steps. */
-export function inspection(row: InspectRow | undefined, steps: RecordedStep[]): RecordInspection {
-  const named = <T extends RecordInspection>(result: T): T =>
-    steps.length > 0 ? { ...result, steps } : result;
-  if (!row) return named({ state: 'absent' });
-  const ttlMsLeft = Math.max(Math.floor(row.left_ms), 0);
-  if (row.state === 'p') return named({ state: 'pending', leaseMsLeft: ttlMsLeft });
-  return {
-    state: 'completed',
-    meta: row.meta ?? '',
-    bytes: row.bytes ?? 0,
-    ageMs: Math.max(Math.floor(row.age_ms ?? 0), 0),
-    ttlMsLeft,
-  };
+/** A row of `inspect` (undefined: none), in ms. */
+export function inspected(row: InspectRow | undefined): InspectedRow | undefined {
+  if (!row) return undefined;
+  const { state, meta, bytes, left_ms, age_ms } = row;
+  return { state, meta, bytes: bytes ?? 0, leftMs: left_ms, ageMs: age_ms ?? 0 };
 }

@@ -1,125 +1,78 @@
-import type { Logger } from '@nestjs/common';
-import type { Pool } from 'pg';
-import { postgresSchemaSql, quote } from './postgres-statements';
-import { postgresStepsSchemaSql, postgresStepsTableName } from './postgres-steps';
-import { describeError } from '../sql/errors';
+/**
+ * The PostgreSQL store's DDL: the migrations in `sql/postgres/` (their one home) for a table of
+ * any name, as ensureSchema runs them and as the exported functions return them.
+ */
+import { createHash } from 'node:crypto';
 import { schemaOf } from '../sql/options';
-import { schemaProblem } from '../sql/schema-check';
+import { MIGRATIONS, migrationStatements } from '../sql/sql-migrations';
+import { DEFAULT_TABLE, quote } from './postgres-statements';
+import { postgresStepsTableName } from './postgres-steps';
+
+/** PostgreSQL's NAMEDATALEN - 1: the longest name it keeps whole, in bytes. */
+const MAX_NAME_BYTES = 63;
 
 /**
- * The PostgreSQL store's tables (the records', and the steps' beside it): whether they (and
- * their schema) exist, what to say when not, and their creation with ensureSchema.
+ * An index's name: the table's (without its schema) and `suffix`, or, when that is longer than
+ * PostgreSQL keeps (it would cut the name short, to the table's own name when that is 63 long,
+ * and `CREATE INDEX IF NOT EXISTS` would then skip it), the table's name cut to fit with a hash
+ * of it: still unique to the table.
  */
-export class PostgresSchema {
-  /** The tables, once created (ensureSchema). */
-  private created?: Promise<void>;
-  /**
-   * Whether the steps table is known to exist (created, or seen). Until then it is looked up
-   * where its absence is no error: an app that has no resumable runs need not apply its migration.
-   */
-  private stepsFound = false;
+export function indexName(table: string, suffix: string): string {
+  const name = `${table}${suffix}`;
+  if (Buffer.byteLength(name) <= MAX_NAME_BYTES) return name;
+  const hash = createHash('sha256').update(table).digest('hex').slice(0, 8);
+  return `${table.slice(0, MAX_NAME_BYTES - suffix.length - 9)}_${hash}${suffix}`;
+}
 
-  constructor(
-    private readonly pool: Pool,
-    private readonly table: string,
-    private readonly logger: Logger,
-  ) {}
+/** The expiry index's name: `<table>_expires_at_idx`, cut and hashed to fit (see indexName). */
+export function expiryIndexName(table: string): string {
+  return indexName(table, '_expires_at_idx');
+}
 
-  /**
-   * Creates the tables and indexes once (ensureSchema), in one implicit transaction under the
-   * schema's advisory lock; a failure is retried on the next call.
-   */
-  ensure(): Promise<void> {
-    const ddl = `${postgresSchemaSql(this.table)}\n${postgresStepsSchemaSql(this.table)}`;
-    return (this.created ??= this.pool.query(ddl).then(
-      () => void (this.stepsFound = true),
-      (error: unknown) => {
-        this.created = undefined;
-        const schema = schemaOf(this.table);
-        // 42501 insufficient_privilege: most often CREATE on the database, for the schema.
-        if (schema && (error as { code?: string }).code === '42501') {
-          throw new Error(
-            `PostgresIdempotencyStore: ensureSchema could not create the schema "${schema}" or ` +
-              `the table "${this.table}" in it: ${describeError(error)}. Create the schema (or ` +
-              'grant CREATE), or apply sql/postgres/001_idempotency_records.sql with your migrations.',
-            { cause: error },
-          );
-        }
-        throw error;
-      },
-    ));
-  }
+/** The statements of the migration `file` for the records' table `table`. */
+export function postgresMigration(file: string, table: string): string[] {
+  return migrationStatements('postgres', file, ({ steps, index }) => {
+    const named = steps ? postgresStepsTableName(table) : table;
+    return quote(index ? indexName(named.split('.').pop()!, index) : named);
+  });
+}
 
-  /**
-   * Without ensureSchema: logs what is missing (table, schema) and the fix. The database
-   * answered, so the module does not report an outage.
-   */
-  async check(): Promise<void> {
-    const { rows } = await this.pool.query<{ has_table: boolean; has_schema: boolean }>(
-      `SELECT to_regclass($1) IS NOT NULL AS has_table,
-        EXISTS (SELECT FROM pg_namespace WHERE nspname = COALESCE($2, current_schema())) AS has_schema`,
-      [quote(this.table), schemaOf(this.table) ?? null],
-    );
-    if (!rows[0].has_table) this.logger.error(this.missing(rows[0].has_schema));
-  }
+/**
+ * What runs before the DDL, in its implicit transaction: the advisory lock that keeps app
+ * instances booting together from racing on `CREATE TABLE IF NOT EXISTS` (which can fail with a
+ * duplicate key on pg_type when two run at once), and the schema of a qualified table.
+ */
+export function postgresPreamble(table: string): string[] {
+  const schema = schemaOf(table);
+  return [
+    `SELECT pg_advisory_xact_lock(hashtext('nestjs-idempotency ${table}'))`,
+    ...(schema ? [`CREATE SCHEMA IF NOT EXISTS ${quote(schema)}`] : []),
+  ];
+}
 
-  /**
-   * Resolves true once the database answers (with `ensure`: once the table exists), false after
-   * `timeoutMs` or on an error, which it logs: the module warns and boots anyway.
-   */
-  async whenReady(ensure: boolean, timeoutMs: number): Promise<boolean> {
-    const check = ensure ? this.ensure() : this.check();
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<false>((resolve) => {
-      timer = setTimeout(() => resolve(false), timeoutMs);
-      timer.unref();
-    });
-    try {
-      return await Promise.race([check.then(() => true), timeout]);
-    } catch (error) {
-      this.logger.warn(`PostgreSQL is not ready: ${describeError(error)}`);
-      return false;
-    } finally {
-      clearTimeout(timer);
-    }
-  }
+/** Statements as one script (one implicit transaction when sent in one query). */
+export const script = (statements: string[]) => `${statements.join(';\n')};`;
 
-  /** Whether the steps table exists (looked up until it does; see stepsFound). */
-  async hasSteps(): Promise<boolean> {
-    if (this.stepsFound) return true;
-    const { rows } = await this.pool.query<{ found: boolean }>(
-      'SELECT to_regclass($1) IS NOT NULL AS found',
-      [quote(postgresStepsTableName(this.table))],
-    );
-    return (this.stepsFound = rows[0].found);
-  }
+/**
+ * The DDL of `sql/postgres/001_idempotency_records.sql` for `table`, after the advisory lock and
+ * the schema (see postgresPreamble): one script a migration can run as it is.
+ */
+export function postgresSchemaSql(table = DEFAULT_TABLE): string {
+  return script([...postgresPreamble(table), ...postgresMigration(MIGRATIONS.records, table)]);
+}
 
-  /**
-   * What to say when a statement of a resumable run found a table or schema missing (`code`
-   * 42P01 or 3F000): the steps table and its migration when that is the one missing.
-   */
-  async missingForSteps(code: string): Promise<string> {
-    const stepsMissing = code === '42P01' && !(await this.hasSteps().catch(() => true));
-    if (!stepsMissing) return this.missing(code === '42P01');
-    return schemaProblem({
-      database: 'PostgreSQL',
-      table: postgresStepsTableName(this.table),
-      schemaExists: true,
-      schemaWord: 'schema',
-      migration: 'sql/postgres/002_idempotency_steps.sql',
-      option: 'postgres',
-      holds: 'steps',
-    });
-  }
+/**
+ * The DDL of `sql/postgres/002_idempotency_steps.sql` for the records' table `table` (run after
+ * `postgresSchemaSql`, which creates the schema and takes the lock).
+ */
+export function postgresStepsSchemaSql(table = DEFAULT_TABLE): string {
+  return script(postgresMigration(MIGRATIONS.steps, table));
+}
 
-  missing(schemaExists: boolean): string {
-    return schemaProblem({
-      database: 'PostgreSQL',
-      table: this.table,
-      schemaExists,
-      schemaWord: 'schema',
-      migration: 'sql/postgres/001_idempotency_records.sql',
-      option: 'postgres',
-    });
-  }
+/**
+ * The DDL of `sql/postgres/003_idempotency_listing.sql` for the records' table `table`: the
+ * columns and indexes listing reads (run after `postgresSchemaSql`).
+ */
+export function postgresListingSchemaSql(table = DEFAULT_TABLE): string {
+  return script(postgresMigration(MIGRATIONS.listing, table));
 }

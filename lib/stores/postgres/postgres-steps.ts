@@ -1,17 +1,20 @@
 /**
  * The PostgreSQL store's steps (recovery points of resumable runs): the steps table beside the
- * records' table, the statements of resumable runs and operators that touch it, and the DDL of
- * `sql/postgres/002_idempotency_steps.sql`. Runs that are not resumable never send these: their
- * statements are `statements()`'s, unchanged.
+ * records' table (`sql/postgres/002_idempotency_steps.sql`), and the statements of resumable runs
+ * and operators that touch it. Runs that are not resumable never send these: their statements
+ * are `statements()`'s, unchanged.
  */
 import type { StoredStep } from '../idempotency.store';
+import { type KeyParams, named, type StepParams } from '../sql/sql-dialect';
 import { stepsTable } from '../sql/steps-table';
 import {
+  batchValues,
   claimSql,
+  claimValues,
   completeSql,
-  DEFAULT_TABLE,
+  completeValues,
   deleteSql,
-  expiryIndexName,
+  deleteValues,
   inMs,
   quote,
 } from './postgres-statements';
@@ -28,16 +31,19 @@ export function postgresStepsTableName(table: string): string {
 export function stepStatements(table: string) {
   const t = quote(table);
   const s = quote(postgresStepsTableName(table));
+  /** The caller's own live claim of the key: its claim sent again. */
+  const own = `SELECT FROM ${t} WHERE key = $1 AND state = 'p' AND owner = $2
+      AND expires_at > statement_timestamp()`;
   /** Live steps of the key ($1) recorded under another fingerprint than the caller's ($3). */
   const foreign = `SELECT FROM ${s} WHERE key = $1 AND expires_at > statement_timestamp()
       AND $3 <> '' AND fingerprint NOT IN ('', $3)`;
-  return {
+  return named({
     /**
      * The claim of a resumable run: `statements().claim`, and in the same statement the steps
      * earlier runs recorded under the key. Input: as the claim. Output: the claim's row, with
      * `foreign_steps` (the key is free but its steps belong to another payload: nothing was
-     * inserted, key_reused); then, when it took the key, one row per live step (`step_*`, the
-     * claim's columns NULL). Rows, not arrays: node-postgres parses a bytea[] character by
+     * inserted, key_reused); then, when it took the key (or holds it: its claim sent again),
+     * one row per live step (`step_*`, the claim's columns NULL). Rows, not arrays: node-postgres parses a bytea[] character by
      * character, some 40 times slower than a bytea column.
      *
      * The steps are read under the statement's snapshot. A step committed after it, by an owner
@@ -46,18 +52,23 @@ export function stepStatements(table: string) {
      * saw (xmin), leaves it, and the claim runs again (new statement, new snapshot) and sees the
      * step. Without that, the new owner would run again a step whose marker had committed.
      */
-    claimResumable: claimSql(t, {
-      free: `\n    AND NOT EXISTS (${foreign})`,
-      unchanged: `\n      AND r.xmin = (SELECT xmin FROM ${t} WHERE key = $1)`,
-      columns: `,
+    claimResumable: {
+      steps: true,
+      bind: claimValues,
+      text: claimSql(t, {
+        free: `\n    AND NOT EXISTS (${foreign})`,
+        unchanged: `\n      AND r.xmin = (SELECT xmin FROM ${t} WHERE key = $1)`,
+        columns: `,
   NOT EXISTS (SELECT FROM inserted) AND EXISTS (${foreign}) AS foreign_steps,
   NULL::int AS step_idx, NULL::text AS step_name, NULL::text AS step_meta,
   NULL::bytea AS step_body`,
-      rows: `
+        rows: `
 UNION ALL
-SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, idx, name, meta, body
-FROM ${s} WHERE key = $1 AND expires_at > statement_timestamp() AND EXISTS (SELECT FROM inserted)`,
-    }),
+SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, idx, name, meta, body
+FROM ${s} WHERE key = $1 AND expires_at > statement_timestamp()
+  AND (EXISTS (SELECT FROM inserted) OR EXISTS (${own}))`,
+      }),
+    },
 
     /**
      * Input: $1 key, $2 owner token, $3 index, $4 name, $5 meta, $6 body, $7 retention ms.
@@ -67,7 +78,10 @@ FROM ${s} WHERE key = $1 AND expires_at > statement_timestamp() AND EXISTS (SELE
      * the app's transaction, the step's writes commit with it) and then claims again, seeing
      * it (see claimResumable); a takeover first makes this find another owner.
      */
-    recordStep: `WITH owner AS (
+    recordStep: {
+      steps: true,
+      bind: stepValues,
+      text: `WITH owner AS (
   UPDATE ${t} SET owner = owner WHERE key = $1 AND state = 'p' AND owner = $2
   RETURNING fingerprint
 ), recorded AS (
@@ -78,38 +92,55 @@ FROM ${s} WHERE key = $1 AND expires_at > statement_timestamp() AND EXISTS (SELE
   RETURNING 1
 )
 SELECT count(*)::int AS n FROM recorded`,
+    },
 
     /** `statements().complete`, and the key's steps deleted when it completes (clearSteps). */
-    completeClearing: completeSql(
-      t,
-      `, cleared AS (
+    completeClearing: {
+      steps: true,
+      bind: completeValues(table),
+      text: completeSql(
+        t,
+        `, cleared AS (
   DELETE FROM ${s} WHERE key = $1 AND EXISTS (SELECT FROM done)
 )`,
-    ),
+      ),
+    },
 
     /**
      * `statements().delete`, and the key's steps, live record or not. Output: also `steps`, the
      * live steps deleted (a released record's count as something deleted).
      */
-    deleteWithSteps: deleteSql(
-      t,
-      `, steps AS (
+    deleteWithSteps: {
+      steps: true,
+      bind: deleteValues(table),
+      text: deleteSql(
+        t,
+        `, steps AS (
   DELETE FROM ${s} WHERE key = $1 RETURNING expires_at > statement_timestamp() AS live
 )`,
-      `,
+        `,
   (SELECT count(*) FILTER (WHERE live) FROM steps)::int AS steps`,
-    ),
+      ),
+    },
 
     /** Input: $1 key. Output: the key's live steps (index and name), in index order. */
-    inspectSteps: `SELECT idx, name FROM ${s}
+    inspectSteps: {
+      steps: true,
+      bind: (p: KeyParams) => [p.key],
+      text: `SELECT idx, name FROM ${s}
 WHERE key = $1 AND expires_at > statement_timestamp() ORDER BY idx`,
+    },
 
     /** Input: $1 batch size. As `statements().sweep`, for expired steps. */
-    sweepSteps: `DELETE FROM ${s} WHERE ctid = ANY (ARRAY (
+    sweepSteps: {
+      steps: true,
+      bind: batchValues,
+      text: `DELETE FROM ${s} WHERE ctid = ANY (ARRAY (
   SELECT ctid FROM ${s} WHERE expires_at <= statement_timestamp()
   LIMIT $1 FOR UPDATE SKIP LOCKED
 ))`,
-  };
+    },
+  });
 }
 
 export type StepStatements = ReturnType<typeof stepStatements>;
@@ -135,27 +166,6 @@ export function claimedSteps(rows: StepRow[]): StoredStep[] | undefined {
 }
 
 /** The values of recordStep, in its parameters' order. */
-export function stepValues(key: string, token: string, step: StoredStep, ttlMs: number) {
+function stepValues({ key, token, step, ttlMs }: StepParams): unknown[] {
   return [key, token, step.index, step.name, step.result.meta, step.result.body, ttlMs];
-}
-
-/**
- * The DDL of `sql/postgres/002_idempotency_steps.sql` for the records' table `table` (run after
- * `postgresSchemaSql`, which creates the schema and takes the lock).
- */
-export function postgresStepsSchemaSql(table = DEFAULT_TABLE): string {
-  const steps = postgresStepsTableName(table);
-  const s = quote(steps);
-  const index = quote(expiryIndexName(steps.split('.').pop()!));
-  return `CREATE TABLE IF NOT EXISTS ${s} (
-  key text NOT NULL,
-  idx integer NOT NULL,
-  name text NOT NULL,
-  fingerprint text NOT NULL,
-  meta text NOT NULL,
-  body bytea NOT NULL,
-  expires_at timestamptz NOT NULL,
-  PRIMARY KEY (key, idx)
-);
-CREATE INDEX IF NOT EXISTS ${index} ON ${s} (expires_at);`;
 }
