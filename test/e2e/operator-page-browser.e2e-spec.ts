@@ -119,6 +119,13 @@ describe('the operator page in Chromium', () => {
             guards: [OperatorsOnly],
             imports: [OperatorAuthModule],
           }),
+          // A second page, two records a page: registrations do not share a path.
+          IdempotencyOperatorPageModule.register({
+            path: '/ops/paged',
+            guards: [OperatorsOnly],
+            imports: [OperatorAuthModule],
+            pageSize: 2,
+          }),
         ],
         controllers: [OrdersController],
         providers: [{ provide: World, useValue: world }],
@@ -193,6 +200,22 @@ describe('the operator page in Chromium', () => {
       await rowOf('order-1002').locator('td.key a').click();
       expect(await page.locator('dl').innerText()).toMatch(/Half done[\s\S]*create order/);
       expect(incidents).toEqual([]);
+    });
+
+    it('pages through a list with its cursor, keeping the filters', async () => {
+      await page.goto(`${url}/ops/paged?state=completed&order=oldest`);
+      expect(await page.locator('td.key').allInnerTexts()).toEqual(['order-0998', 'order-0999']);
+      expect(await page.locator('a[rel=next]').count()).toBe(0);
+      await page.goto(`${url}/ops/paged?state=half_done&order=oldest`);
+      const first = await page.locator('td.key').allInnerTexts();
+      expect(first).toHaveLength(2);
+      await page.click('a[rel=next]');
+      expect(page.url()).toMatch(/\/ops\/paged\?state=half_done&order=oldest&cursor=/);
+      const second = await page.locator('td.key').allInnerTexts();
+      expect([...first, ...second].sort()).toEqual(['order-1001', 'order-1002', XSS_KEY].sort());
+      expect(await page.locator('a[rel=next]').count()).toBe(0);
+      await page.getByRole('link', { name: 'First page' }).click();
+      expect(await page.locator('td.key').allInnerTexts()).toEqual(first);
     });
 
     it('deletes a record only after the confirmation, and then it is gone', async () => {
