@@ -9,7 +9,7 @@
     0 absent     no live record
     1 pending    { 1, lease ms left }
     2 completed  { 2, meta, body bytes, ms since completion, ttl ms left }; the age is -1 for a
-                 record written before completions carried their time (see claim-1.lua)
+                 record written before completions carried their time (see claim-2.lua)
 ]]
 local rcall = redis.call
 local key = KEYS[1]

@@ -5,13 +5,13 @@
 
   Input:
     KEYS[1] record key
-    KEYS[2] steps key (see claim-2.lua)
+    KEYS[2] steps key (see claim-3.lua)
 
   Output: as inspect-1.lua; absent and pending replies end with { index, name, ... } (any order)
 ]]
 local rcall = redis.call
 
--- inspect-1.lua's text, as a function (see claim-2.lua).
+-- inspect-1.lua's text, as a function (see claim-3.lua).
 local function inspectRecord()
   --- @include inspect-1
 end

@@ -3,13 +3,14 @@
   pending record (fencing): a run that lost its lease must not record what the owner that took
   over will do itself.
 
-  The steps hash (fields: see claim-2.lua) expires as a whole, `retention` after its latest step:
-  it outlives the lease and a release, so that a retry after a crash or a failure resumes; the
-  completion of a resumable run (complete-2.lua) and an operator's delete (delete-2.lua) delete it.
+  The steps hash (fields: see claim-3.lua) expires as a whole, `retention` after its latest
+  step: it outlives the lease and a release, so that a retry after a crash or a failure resumes;
+  the completion of a resumable run (complete-5.lua) and an operator's delete (delete-4.lua)
+  delete it.
 
   Input:
     KEYS[1] record key
-    KEYS[2] steps key (see claim-2.lua)
+    KEYS[2] steps key (see claim-3.lua)
     ARGV[1] owner token of the caller
     ARGV[2] step index (decimal)
     ARGV[3] step name

@@ -6,8 +6,8 @@ import type { ListedRecord, ListRecordsPage, ListRecordsQuery } from './record-l
  * another shape, which no listing finds.
  */
 export function keyPrefixOf(key: string): string | undefined {
-  const open = key.lastIndexOf('{');
-  return open < 0 || !key.endsWith('}') ? undefined : key.slice(0, open);
+  const tag = /\{[^{}]*\}$/.exec(key);
+  return tag ? key.slice(0, tag.index) : undefined;
 }
 
 /** Where a page ended: the last item's time and key, which break ties. */

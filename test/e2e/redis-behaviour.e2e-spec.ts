@@ -21,7 +21,10 @@ async function commandCalls(client: Redis): Promise<Record<string, number>> {
   return calls;
 }
 
-/** Commands the scripts run inside Redis: commandstats counts them, but they are no round trips. */
+/**
+ * Commands the scripts run inside Redis: commandstats counts them, but they are no round trips.
+ * The last ones keep the listing index (lua/listing-index.lua).
+ */
 const INSIDE_SCRIPTS = [
   'get',
   'getrange',
@@ -32,6 +35,15 @@ const INSIDE_SCRIPTS = [
   'publish',
   'spublish',
   'time',
+  'hset',
+  'hdel',
+  'hget',
+  'hscan',
+  'exists',
+  'rpush',
+  'lrange',
+  'ltrim',
+  'sadd',
 ];
 
 /** Round trips the app made: every command sent, but the inspection client's INFO / CONFIG. */

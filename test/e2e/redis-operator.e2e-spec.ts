@@ -46,7 +46,7 @@ describe('Redis operator calls (inspect, delete) and the completed record’s ti
 
   it('reads a record written before completion times: replays it, inspects its age as -1, deletes it', async () => {
     const key = newKey();
-    // What complete-1.lua wrote up to script version 4: four values, no completion time.
+    // What the completion script wrote up to script version 4: four values, no completion time.
     await client.eval(
       "return redis.call('SET', KEYS[1], cmsgpack.pack('c', 'fp', 'meta', ARGV[1]), 'PX', 60000)",
       1,

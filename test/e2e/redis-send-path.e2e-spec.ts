@@ -182,7 +182,7 @@ describe('shared Redis: values through the corked direct path', () => {
       expect((await settleWithin(message, 5_000)).state).toBe('fulfilled');
       unwatch();
       expect(heard.length).toBe(1);
-      // Over 64 KiB the message is a bare 'c' by design (lua/complete-1.lua): waiters re-claim.
+      // Over 64 KiB the message is a bare 'c' by design (lua/complete-4.lua): waiters re-claim.
       if (body.length > 65536) expect(heard[0]).toBeNull();
       else expect(Buffer.compare(heard[0]!, body)).toBe(0);
     },
@@ -355,7 +355,8 @@ describe('client options', () => {
     await raw.script('FLUSH');
     const again = await store.claim('{a}', { token: 'u', fingerprint: 'f', leaseMs: LEASE });
     expect(again.status).toBe('completed');
-    expect((await raw.keys('*')).sort()).toEqual(['kp:{a}']);
+    // The record, and its listing (a completed record in its ttl's list).
+    expect((await raw.keys('*')).sort()).toEqual([`kp:ix:done:${TTL}`, 'kp:ix:ttls', 'kp:{a}']);
   });
 
   it('SCRIPT FLUSH between turns: 500 concurrent claims + completes still answer correctly', async () => {

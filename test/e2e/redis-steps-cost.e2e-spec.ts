@@ -1,26 +1,32 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import Redis from 'ioredis';
 import { RedisIdempotencyStore } from '../../lib';
-import { packageFolder } from '../../lib/utils/load-optional';
 import { RedisProcess, startRedisServer } from '../support/redis-server';
 import { step } from '../support/step-cases';
 
 /**
- * What steps cost Redis, watched with MONITOR on a private server: a run that is not resumable
- * sends the scripts it always sent (the -1 files, as they are) and they run the same commands;
- * a resumable run's calls are one script each.
+ * What a run costs Redis, watched with MONITOR on a private server: every call is one script,
+ * with steps or without; a claim that takes the key and a completion keep the listing index in
+ * that script (lua/listing-index.lua), and a replay reads the record alone.
  */
 
-/** Script name by the SHA-1 of its text, for every script file as it is sent. */
+/** Script name (`claim`, `completeResumable`...) by the SHA-1 ioredis sends it under. */
 const scripts = new Map<string, string>();
-const luaDir = packageFolder('lua');
-for (const file of readdirSync(luaDir).filter((name) => name.endsWith('-1.lua'))) {
-  const sha = createHash('sha1')
-    .update(readFileSync(join(luaDir, file)))
-    .digest('hex');
-  scripts.set(sha, file.replace('.lua', ''));
+
+/**
+ * `commands` without what runs now and then, not on every call: the listing's pruning (one
+ * claim in 128: lua/listing-prune.lua) and the expired head of a done list (one completion in 8).
+ */
+function everyTime(commands: string[]): string[] {
+  const pruning = commands.indexOf('hscan');
+  let kept = commands;
+  if (pruning > 0) {
+    // HGET of the cursor, HSCAN, HSET of the cursor, then each entry's look; a resumable claim
+    // goes on with its HGETALL.
+    const resumes = commands.indexOf('hgetall', pruning);
+    kept = [...commands.slice(0, pruning - 1), ...(resumes < 0 ? [] : commands.slice(resumes))];
+  }
+  return kept.filter((name) => name !== 'lrange' && name !== 'ltrim');
 }
 
 const ESCAPES: Record<string, string> = { n: '\n', r: '\r', t: '\t', a: '\x07', b: '\b' };
@@ -68,6 +74,11 @@ describe('what a run costs Redis, with and without steps', () => {
     // A private server: MONITOR must see this suite's commands only.
     server = await startRedisServer();
     store = new RedisIdempotencyStore(new Redis(server.url), { ownsClient: true });
+    const defined = (store.client as unknown as { scriptsSet: Record<string, { sha: string }> })
+      .scriptsSet;
+    for (const [command, script] of Object.entries(defined)) {
+      scripts.set(script.sha, command.replace(/^idempotency_/, '').replace(/_v\d+$/, ''));
+    }
     monitor = await new Redis(server.url).monitor();
     monitor.on('monitor', (_time: string, args: string[], source: string) => {
       const [name, first] = [args[0].toLowerCase(), args[1]];
@@ -82,7 +93,7 @@ describe('what a run costs Redis, with and without steps', () => {
                 .update(Buffer.from(unquote(first), 'latin1'))
                 .digest('hex')
             : first;
-        seen.push(`script:${scripts.get(sha) ?? `${Number(args[2])} keys`}`);
+        seen.push(`script:${scripts.get(sha) ?? `unknown ${sha}`}`);
       } else if (source === 'lua') {
         seen.push(name);
       }
@@ -94,65 +105,120 @@ describe('what a run costs Redis, with and without steps', () => {
     await server.stop();
   });
 
-  it('runs the -1 scripts, and the commands they always ran, for a run without steps', async () => {
+  it('lists a run without steps in the script of each call; a replay reads the record alone', async () => {
     const claim = { token: 'a', fingerprint: 'fp', leaseMs: 60_000 };
     const body = { meta: 'm', body: Buffer.from('ok') };
-    expect(await commandsOf(() => store.claim('{k1}', claim))).toEqual([
-      'script:claim-1',
+    const commands = async (fn: () => Promise<unknown>) => everyTime(await commandsOf(fn));
+    expect(await commands(() => store.claim('{k1}', claim))).toEqual([
+      'script:claim',
       'getrange',
+      'time',
       'set',
+      'hset',
     ]);
-    expect(await commandsOf(() => store.complete('{k1}', 'a', body, 60_000))).toEqual([
-      'script:complete-1',
+    // The first completion into a done list names its ttl too (SADD); later ones do not.
+    expect(await commands(() => store.complete('{k1}', 'a', body, 60_000))).toEqual([
+      'script:complete',
       'get',
       'time',
       'set',
+      'hdel',
+      'rpush',
+      'sadd',
     ]);
-    expect(await commandsOf(() => store.claim('{k1}', { ...claim, token: 'b' }))).toEqual([
-      'script:claim-1',
+    expect(await commands(() => store.claim('{k1}', { ...claim, token: 'b' }))).toEqual([
+      'script:claim',
       'getrange',
       'get',
     ]);
     await store.claim('{k2}', claim);
-    expect(await commandsOf(() => store.extend('{k2}', 'a', 60_000))).toEqual([
-      'script:extend-1',
+    expect(await commands(() => store.extend('{k2}', 'a', 60_000))).toEqual([
+      'script:extend',
       'get',
       'pexpire',
+      'hget',
+      'time',
+      'hset',
     ]);
-    expect(await commandsOf(() => store.release('{k2}', 'a'))).toEqual([
-      'script:release-1',
+    expect(await commands(() => store.release('{k2}', 'a'))).toEqual([
+      'script:release',
       'get',
       'del',
+      'hget',
+      'exists',
+      'hdel',
+    ]);
+    await store.claim('{k3}', claim);
+    expect(await commands(() => store.complete('{k3}', 'a', body, 60_000))).toEqual([
+      'script:complete',
+      'get',
+      'time',
+      'set',
+      'hdel',
+      'rpush',
+    ]);
+    // A 409 and a 422 read the record's head only.
+    await store.claim('{k4}', claim);
+    expect(await commands(() => store.claim('{k4}', { ...claim, token: 'b' }))).toEqual([
+      'script:claim',
+      'getrange',
+      'pttl',
+    ]);
+    expect(await commands(() => store.claim('{k4}', { ...claim, fingerprint: 'x' }))).toEqual([
+      'script:claim',
+      'getrange',
     ]);
   });
 
   it('sends one script per call of a resumable run', async () => {
     const claim = { token: 'a', fingerprint: 'fp', leaseMs: 60_000, resumable: true };
     const body = { meta: 'm', body: Buffer.from('ok') };
-    // No steps yet: one HGET more than claim-1.lua's commands.
-    expect(await commandsOf(() => store.claim('{r}', claim))).toEqual([
-      'script:2 keys',
+    const commands = async (fn: () => Promise<unknown>) => everyTime(await commandsOf(fn));
+    // No steps yet: one HGET more than a plain claim's commands.
+    expect(await commands(() => store.claim('{r}', claim))).toEqual([
+      'script:claimResumable',
       'hget',
       'getrange',
+      'time',
       'set',
+      'hset',
     ]);
-    expect(await commandsOf(() => store.recordStep('{r}', 'a', step(0, 'order'), 60_000))).toEqual([
-      'script:2 keys',
+    expect(await commands(() => store.recordStep('{r}', 'a', step(0, 'order'), 60_000))).toEqual([
+      'script:step',
       'get',
       'hset',
       'hset',
       'pexpire',
     ]);
-    await store.release('{r}', 'a');
+    // Released with steps: half done from now on.
+    expect(await commands(() => store.release('{r}', 'a'))).toEqual([
+      'script:release',
+      'get',
+      'del',
+      'hget',
+      'exists',
+      'time',
+      'hset',
+    ]);
     // Steps to resume from: they come back with the claim.
-    expect(await commandsOf(() => store.claim('{r}', { ...claim, token: 'b' }))).toEqual([
-      'script:2 keys',
+    expect(await commands(() => store.claim('{r}', { ...claim, token: 'b' }))).toEqual([
+      'script:claimResumable',
       'hget',
       'getrange',
+      'time',
       'set',
+      'hset',
       'hgetall',
     ]);
     const clear = () => store.complete('{r}', 'b', body, 60_000, { clearSteps: true });
-    expect(await commandsOf(clear)).toEqual(['script:2 keys', 'get', 'time', 'set', 'del']);
+    expect(await commands(clear)).toEqual([
+      'script:completeResumable',
+      'get',
+      'time',
+      'set',
+      'hdel',
+      'rpush',
+      'del',
+    ]);
   });
 });

@@ -440,7 +440,7 @@ describe('the packed package in scratch apps', () => {
     expect(missing).toEqual([]);
     expect(files).toEqual(
       expect.arrayContaining([
-        'package/lua/claim-1.lua',
+        'package/lua/claim-2.lua',
         'package/sql/postgres/001_idempotency_records.sql',
         'package/sql/mysql/001_idempotency_records.sql',
         'package/dist/esm/package.json',

@@ -1,6 +1,6 @@
 import type { Redis } from 'ioredis';
 
-/** A record as lua/claim-1.lua documents it (a MessagePack sequence in one string). */
+/** A record as lua/claim-2.lua documents it (a MessagePack sequence in one string). */
 export type StoredRecord =
   | { state: 'p'; fingerprint: string; owner: string; waiting: number }
   | { state: 'c'; fingerprint: string; meta: string; body: Buffer };

@@ -10,16 +10,18 @@ import {
   StoredStep,
   WatchListener,
 } from '../idempotency.store';
+import type { ListRecordsPage, ListRecordsQuery, RecordCounts } from '../record-listing';
 import { clientReady, disconnect } from './redis-connection';
 import { evictingPolicy, evictionWarning } from './redis-eviction';
 import { defineIdempotencyCommands, IdempotencyCommands } from './redis-scripts';
+import { RedisListing } from './redis-listing';
 import { checkRedisStoreOptions, type RedisIdempotencyStoreOptions } from './redis-options';
 import { decodeStepNames, decodeSteps, noHashTag, stepsKey } from './redis-steps';
 import { RedisSubscriptions } from './redis-subscriptions';
 
 export type { RedisIdempotencyStoreOptions } from './redis-options';
 
-/** Codes returned by `lua/claim-1.lua`. */
+/** Codes returned by `lua/claim-2.lua`. */
 const enum ClaimCode {
   Claimed = 1,
   InProgress = 2,
@@ -36,11 +38,15 @@ const enum InspectCode {
 
 /**
  * The Redis store: one string per key, every operation a single Lua script (one round trip,
- * atomic, one key, so it is Cluster-safe). Works with a single node, Sentinel and Cluster clients.
+ * atomic, keys of one slot only, so it is Cluster-safe). Works with a single node, Sentinel and
+ * Cluster clients.
  *
  * Steps of resumable runs (`recordStep`) live in a hash beside the record, `<key>:steps`, in the
- * record's hash slot; the scripts of resumable runs take both keys (`lua/*-2.lua`), the others
- * only the record's, as they always did.
+ * record's hash slot; the scripts of resumable runs take both keys (claim-3.lua, complete-5.lua).
+ *
+ * The scripts that claim, complete, release, extend and delete keep a listing index beside the
+ * records (lua/listing-index.lua; on a Cluster one per slot), which `list`, `countRecords` and
+ * `markAbandoned` read: never the keyspace.
  *
  * Waiting duplicates (`onConflict: 'wait'`) are notified through pub/sub on a channel named like
  * the key: PUBLISH/SUBSCRIBE on a single node, sharded SPUBLISH/SSUBSCRIBE on a Cluster (the
@@ -53,6 +59,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   private readonly subscriptions: RedisSubscriptions;
   /** 'PUBLISH', or on a Cluster 'SPUBLISH' (the channel stays on the key's shard). */
   private readonly publish: 'PUBLISH' | 'SPUBLISH';
+  private readonly listing: RedisListing;
 
   constructor(
     /** The ioredis client (`Redis` or `Cluster`). */
@@ -65,23 +72,31 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     this.commands = defineIdempotencyCommands(client);
     this.subscriptions = new RedisSubscriptions(client);
     this.publish = client.isCluster ? 'SPUBLISH' : 'PUBLISH';
+    this.listing = new RedisListing(client, this.commands);
   }
 
   /**
    * A `resumable` claim that takes the key returns the steps recorded under it, in index order,
-   * in the same round trip (`lua/claim-2.lua`).
+   * in the same round trip (`lua/claim-3.lua`). A claim that takes the key is listed with its
+   * `about` (`lua/claim-2.lua`).
    */
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
+    const { about } = request;
+    const steps = request.resumable ? this.stepsKeyOf(key) : undefined;
+    const { keys, id } = this.listing.claimKeys(key, steps);
     const args = [
       request.token,
       request.fingerprint,
       request.leaseMs,
       request.waiting ? '1' : '0',
-    ] as const;
+      about?.route ?? '',
+      about?.label ?? '',
+      id,
+    ];
     const reply = (
-      request.resumable
-        ? await this.commands.claimResumable(key, this.stepsKeyOf(key), ...args)
-        : await this.commands.claim(key, ...args)
+      steps
+        ? await this.commands.claimResumable(...keys, ...args)
+        : await this.commands.claim(...keys, ...args)
     ) as [number, (number | Buffer[])?, Buffer?, Buffer?];
     switch (reply[0]) {
       case ClaimCode.Claimed: {
@@ -102,7 +117,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     }
   }
 
-  /** With `clearSteps`, the key's steps are deleted by the same script (`lua/complete-2.lua`). */
+  /** With `clearSteps`, the key's steps are deleted by the same script (`lua/complete-5.lua`). */
   async complete(
     key: string,
     token: string,
@@ -110,10 +125,13 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     ttlMs: number,
     options?: CompleteOptions,
   ): Promise<boolean> {
-    const args = [token, response.meta, sendable(response.body), ttlMs, this.publish] as const;
-    const reply = options?.clearSteps
-      ? await this.commands.completeResumable(key, this.stepsKeyOf(key), ...args)
-      : await this.commands.complete(key, ...args);
+    const steps = options?.clearSteps ? this.stepsKeyOf(key) : undefined;
+    const { keys, register, id } = this.listing.completeKeys(key, ttlMs, steps);
+    const body = sendable(response.body);
+    const args = [token, response.meta, body, ttlMs, this.publish, register, id];
+    const reply = steps
+      ? await this.commands.completeResumable(...keys, ...args)
+      : await this.commands.complete(...keys, ...args);
     return reply === 1;
   }
 
@@ -142,12 +160,22 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     return reply === 1;
   }
 
+  /** A released run that left steps is listed as half done from then on. */
   async release(key: string, token: string): Promise<boolean> {
-    return (await this.commands.release(key, token, this.publish)) === 1;
+    const steps = stepsKey(this.client, key) ?? key;
+    const reply = await this.commands.release(
+      key,
+      this.listing.runsOf(key),
+      steps,
+      token,
+      this.publish,
+    );
+    return reply === 1;
   }
 
+  /** The lease's new end is listed too: a claim whose process dies is stuck from then. */
   async extend(key: string, token: string, leaseMs: number): Promise<boolean> {
-    return (await this.commands.extend(key, token, leaseMs)) === 1;
+    return (await this.commands.extend(key, this.listing.runsOf(key), token, leaseMs)) === 1;
   }
 
   /** For a pending or absent record, also the names of the steps recorded under its key. */
@@ -182,15 +210,27 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   }
 
   /**
-   * The key's steps go too, in the same script.
+   * The key's steps and its listing go too, in the same script.
    * @returns whether it deleted a live record, or the steps of one that is gone.
    */
   override async delete(key: string): Promise<boolean> {
-    const steps = stepsKey(this.client, key);
-    const reply = steps
-      ? await this.commands.deleteSteps(key, steps, this.publish)
-      : await this.commands.delete(key, this.publish);
-    return reply === 1;
+    const keys = this.listing.deleteKeys(key, stepsKey(this.client, key) ?? key);
+    return (await this.commands.delete(...keys, this.publish)) === 1;
+  }
+
+  /** From the listing index (lua/list-0.lua): never the keyspace. */
+  override list(query: ListRecordsQuery): Promise<ListRecordsPage> {
+    return this.listing.list(query);
+  }
+
+  override countRecords(prefix: string, stuckAfterMs?: number): Promise<RecordCounts> {
+    return this.listing.count(prefix, stuckAfterMs);
+  }
+
+  /** One script (lua/abandon-3.lua): exactly one caller of any number marks it. */
+  override async markAbandoned(key: string, endedBefore: number): Promise<boolean> {
+    const keys = [key, this.listing.runsOf(key), stepsKey(this.client, key) ?? key];
+    return (await this.commands.abandon(...keys, Math.floor(endedBefore))) === 1;
   }
 
   /**

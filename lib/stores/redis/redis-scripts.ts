@@ -16,24 +16,27 @@ let luaDir: string | undefined;
 /**
  * Script names carry a version: a client shared by two versions of this package, or a script
  * changed in a later release, never runs the wrong body under a cached SHA. 5: completed records
- * carry their completion time (a 5th value, which earlier scripts ignore).
+ * carry their completion time (a 5th value, which earlier scripts ignore). 6: the scripts keep
+ * the listing index (lua/listing-index.lua), and completed records what their claim carried.
  */
-const SCRIPT_VERSION = 5;
+const SCRIPT_VERSION = 6;
 
+/** Each script's file, `lua/<name>-<number of keys>.lua`. */
 const SCRIPTS = {
-  claim: 'claim-1',
-  complete: 'complete-1',
-  release: 'release-1',
-  extend: 'extend-1',
+  claim: 'claim-2',
+  complete: 'complete-4',
+  release: 'release-3',
+  extend: 'extend-2',
   inspect: 'inspect-1',
-  delete: 'delete-1',
-  // Resumable runs (steps): each a -1 script above and the key's steps hash, in one round trip.
-  // New names, not a new version: the -1 scripts, and so what other runs send, are unchanged.
-  claimResumable: 'claim-2',
-  completeResumable: 'complete-2',
+  delete: 'delete-4',
+  // Resumable runs (steps): each the script above and the key's steps hash, in one round trip.
+  claimResumable: 'claim-3',
+  completeResumable: 'complete-5',
   step: 'step-2',
   inspectSteps: 'inspect-2',
-  deleteSteps: 'delete-2',
+  // Operators' listing (lib/stores/redis/redis-listing.ts).
+  abandon: 'abandon-3',
+  list: 'list-0',
 } as const;
 
 type ScriptName = keyof typeof SCRIPTS;
@@ -48,9 +51,10 @@ export type IdempotencyCommands = Record<
 const sources = new Map<string, string>();
 
 /**
- * A line `--- @include <script>` of a script: replaced by that script's text, as bullmq's loader
- * does, so a -2 script runs its -1 script's logic from the one file that holds it (a -1 script
- * itself is sent as it is).
+ * A line `--- @include <file>` of a script: replaced by that file's text, as bullmq's loader
+ * does, so a resumable run's script runs the plain script's logic from the one file that holds
+ * it (claim-3.lua includes claim-2.lua), and every script that keeps the listing index the same
+ * helpers (listing-index.lua).
  */
 const INCLUDE = /^[ \t]*--- @include ([\w-]+)[ \t]*$/gm;
 

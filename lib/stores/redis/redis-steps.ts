@@ -1,6 +1,6 @@
 /**
  * The Redis store's steps (recovery points of resumable runs): the key of a record's steps hash
- * and what the scripts that read it reply. The hash's fields are described in `lua/claim-2.lua`.
+ * and what the scripts that read it reply. The hash's fields are described in `lua/claim-5.lua`.
  */
 import type { Cluster, Redis } from 'ioredis';
 import type { RecordedStep, StoredStep } from '../idempotency.store';

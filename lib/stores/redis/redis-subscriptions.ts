@@ -114,7 +114,7 @@ export class RedisSubscriptions {
 /** Header of a completion message: 'c', uint16 fingerprint length, uint32 meta length. */
 const COMPLETION_HEADER = 7;
 
-/** The response a completion message carries (see lua/complete-1.lua); undefined for any other. */
+/** The response a completion message carries (see lua/complete-5.lua); undefined for any other. */
 function parseCompletion(message: Buffer): CompletedOutcome | undefined {
   if (message.length < COMPLETION_HEADER || message[0] !== 0x63) return undefined;
   const metaStart = COMPLETION_HEADER + message.readUInt16BE(1);
