@@ -27,6 +27,7 @@ const { writeReadme } = require('./lib/readme');
 const { renderChart } = require('./chart');
 const { fingerprintCost } = require('./fingerprint');
 const { growthMeasures, growthTables } = require('./growth');
+const { sqlListingMeasures, sqlListingTables } = require('./sql-listing');
 
 /** Seconds a group takes, roughly: app starts, set-up, warm-up and rounds. */
 function estimate(groups) {
@@ -139,6 +140,16 @@ async function main() {
       records: config.QUICK ? 100_000 : 1_000_000,
     });
     console.log(growthTables(results.extras.growth).join('\n'));
+  }
+  const listingStores = ['postgres', 'mysql'].filter((s) => sql[s].ok);
+  if ((!config.ONLY || config.ONLY.includes('sql-listing')) && listingStores.length) {
+    console.log('\n== SQL listing: the half-done runs among completed records, and its cost');
+    results.extras.sqlListing = await sqlListingMeasures({
+      stores: listingStores,
+      ops: config.QUICK ? 300 : 2000,
+      records: config.QUICK ? 20_000 : 100_000,
+    });
+    console.log(sqlListingTables(results.extras.sqlListing).join('\n'));
   }
   if (config.SCALE) {
     const { scaleMeasures } = require('./scale');

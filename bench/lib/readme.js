@@ -5,6 +5,7 @@ const { readFileSync, writeFileSync } = require('node:fs');
 const { join } = require('node:path');
 const { SCENARIOS } = require('./scenarios');
 const { growthTables } = require('../growth');
+const { sqlListingTables } = require('../sql-listing');
 
 const README = join(__dirname, '..', 'README.md');
 const START = '<!-- bench:results:start (written by npm run bench; edits here are lost) -->';
@@ -77,6 +78,10 @@ function section(r) {
   if (r.growth) {
     out();
     for (const line of growthTables(r.growth)) out(line);
+  }
+  if (r.sqlListing) {
+    out();
+    for (const line of sqlListingTables(r.sqlListing)) out(line);
   }
   out();
   out('Targets:');
