@@ -28,3 +28,5 @@ export { DIAGNOSTICS_CHANNEL_PREFIX } from './core/outcome-events';
 export { keyFromArgument } from './utils/key-from-argument';
 export { GRPC_RETRY_AFTER_METADATA, GRPC_STATUS } from './adapters/grpc-context.adapter';
 export * from './propagation';
+// The operator page (opt-in): server-rendered, served by the app behind its own guards.
+export * from './operator-page';

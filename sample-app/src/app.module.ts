@@ -1,11 +1,18 @@
 import { ApolloDriver, type ApolloDriverConfig } from '@nestjs/apollo';
 import { DynamicModule, Module } from '@nestjs/common';
 import { GraphQLModule } from '@nestjs/graphql';
-import { IdempotencyModule, IdempotencyModuleOptions } from 'nestjs-idempotency';
+import {
+  IdempotencyModule,
+  IdempotencyModuleOptions,
+  IdempotencyOperatorPageModule,
+} from 'nestjs-idempotency';
+import { CheckoutsController } from './checkouts/checkouts.controller';
+import { MailerService } from './checkouts/mailer.service';
 import { redisOption, SampleConfig, SampleConfigModule } from './config';
 import { OrdersConsumer } from './orders/orders.consumer';
 import { OrdersController } from './orders/orders.controller';
 import { OrdersService } from './orders/orders.service';
+import { OperatorsGuard } from './operators/operators.guard';
 import { PaymentsConsumer } from './payments/payments.consumer';
 import { PaymentsController } from './payments/payments.controller';
 import { PaymentsResolver } from './payments/payments.resolver';
@@ -35,16 +42,22 @@ export class AppModule {
             onEvent: (event) => stats.outcome(event),
           }),
         }),
+        // The operator page (GET /ops/idempotency): records by state, behind the sample's login.
+        IdempotencyOperatorPageModule.register({
+          path: '/ops/idempotency',
+          guards: [OperatorsGuard],
+        }),
       ],
       controllers: [
         PaymentsController,
         OrdersController,
         ReportsController,
+        CheckoutsController,
         StatsController,
         PaymentsConsumer,
         OrdersConsumer,
       ],
-      providers: [PaymentsService, OrdersService, PaymentsResolver],
+      providers: [PaymentsService, OrdersService, PaymentsResolver, MailerService],
     };
   }
 }

@@ -23,6 +23,8 @@ export interface SampleConfig {
   paymentDelayMs: number;
   /** How long `POST /reports` works, in milliseconds (`REPORT_DELAY_MS`, default 1500). */
   reportDelayMs: number;
+  /** The operator page's password for the user `operator` (`OPS_PASSWORD`, default `demo`). */
+  opsPassword: string;
 }
 
 /** DI token of {@link SampleConfig}. */
@@ -38,6 +40,7 @@ export function readConfig(env: NodeJS.ProcessEnv = process.env): SampleConfig {
     keyPrefix: env.IDEMPOTENCY_KEY_PREFIX || undefined,
     paymentDelayMs: integer(env, 'PAYMENT_DELAY_MS', 100),
     reportDelayMs: integer(env, 'REPORT_DELAY_MS', 1500),
+    opsPassword: env.OPS_PASSWORD || 'demo',
   };
 }
 

@@ -20,6 +20,10 @@ export interface ScenarioReport {
   executions: number;
   /** The module's outcomes for the handler during the scenario (claimed, replayed, conflict...). */
   outcomes: Record<string, number>;
+  /** Runs of each step of a resumable handler during the scenario (`GET /stats`' `step: ...`). */
+  steps?: Record<string, number>;
+  /** What else the scenario saw, one line each (the operator page's list). */
+  notes?: string[];
 }
 
 export interface DemoReport {
@@ -29,9 +33,13 @@ export interface DemoReport {
   scenarios: ScenarioReport[];
   /** `GET /stats` executions at the end: runs per handler since the app started. */
   totals: Record<string, number>;
+  /** The operator page's address (user `operator`, password `OPS_PASSWORD`). */
+  operatorPage: string;
 }
 
 const SHOWN_HEADERS = ['idempotent-replayed', 'retry-after', 'location'];
+/** How `GET /stats` names a step's runs. */
+const STEP = 'step: ';
 /** Outcomes that end one delivery (`claimed` is always followed by one of them). */
 const SETTLED = [
   'completed',
@@ -50,8 +58,13 @@ interface HttpResult {
 }
 
 /** Runs every scenario against a sample app at `url` and returns what it saw. */
-export async function runDemo(url: string, options: { burst?: number } = {}): Promise<DemoReport> {
+export async function runDemo(
+  url: string,
+  options: { burst?: number; opsPassword?: string } = {},
+): Promise<DemoReport> {
   const burst = options.burst ?? 20;
+  const operatorPage = `${url}/ops/idempotency`;
+  const login = `operator:${options.opsPassword ?? readConfig().opsPassword}`;
   const info = (await getJson(url, '/')) as { store: string; tcp: DemoReport['tcp'] };
   const client = ClientProxyFactory.create({ transport: Transport.TCP, options: info.tcp });
   await client.connect();
@@ -69,6 +82,7 @@ export async function runDemo(url: string, options: { burst?: number } = {}): Pr
     const before = await stats(url);
     await body(recorder);
     const after = await stats(url);
+    const steps = stepRuns(before, after);
     scenarios.push({
       name,
       title,
@@ -76,6 +90,8 @@ export async function runDemo(url: string, options: { burst?: number } = {}): Pr
       statuses: recorder.statuses,
       headers: recorder.headers,
       ...difference(before, after, handler),
+      ...(Object.keys(steps).length ? { steps } : {}),
+      ...(recorder.notes.length ? { notes: recorder.notes } : {}),
     });
   };
 
@@ -190,12 +206,39 @@ export async function runDemo(url: string, options: { burst?: number } = {}): Pr
         await r.graphql(mutation);
       },
     );
+    await scenario(
+      'resumable',
+      'A resumable checkout fails at its third step (the mail provider is down), then is retried',
+      'CheckoutsController.create',
+      async (r) => {
+        const checkout = { sku: 'mug', quantity: 2, email: 'ada@example.com' };
+        await r.send204('PUT', '/mailer/outage');
+        try {
+          await r.post('/checkouts', key('checkout'), checkout);
+        } finally {
+          await r.send204('DELETE', '/mailer/outage');
+        }
+        // Nobody retried yet: the operator page lists it as half done, with its two steps.
+        const listed = `${operatorPage}?state=half_done&route=${encodeURIComponent('POST /checkouts')}`;
+        const page = await fetch(listed, {
+          headers: { Authorization: `Basic ${Buffer.from(login).toString('base64')}` },
+        });
+        const text = await page.text();
+        r.notes.push(
+          page.status === 200 && text.includes(key('checkout'))
+            ? 'listed as half done on the operator page'
+            : `not listed as half done: the operator page answered ${page.status}`,
+        );
+        await r.post('/checkouts', key('checkout'), checkout);
+      },
+    );
     return {
       url,
       tcp: info.tcp,
       store: info.store,
       scenarios,
-      totals: (await stats(url)).executions,
+      totals: handlerRuns((await stats(url)).executions),
+      operatorPage,
     };
   } finally {
     await client.close();
@@ -206,6 +249,7 @@ export async function runDemo(url: string, options: { burst?: number } = {}): Pr
 class Recorder {
   readonly statuses: Record<string, number> = {};
   readonly headers: Record<string, number> = {};
+  readonly notes: string[] = [];
 
   constructor(private readonly url: string) {}
 
@@ -221,6 +265,12 @@ class Recorder {
       if (value !== null) count(this.headers, `${name}: ${value}`);
     }
     return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  }
+
+  /** A request the demo makes of the app itself (fault injection), expected to answer 204. */
+  async send204(method: 'PUT' | 'DELETE', path: string): Promise<void> {
+    const res = await fetch(`${this.url}${path}`, { method });
+    if (res.status !== 204) throw new Error(`${method} ${path} answered ${res.status}`);
   }
 
   /** POST /graphql; counts `data` or each error's `extensions.code`; returns the raw body. */
@@ -270,8 +320,14 @@ export function formatReport(report: DemoReport): string {
     lines.push(`   seen:     ${pairs(s.statuses)}`);
     if (Object.keys(s.headers).length > 0) lines.push(`   headers:  ${pairs(s.headers)}`);
     lines.push(`   handler:  ${s.handler} ran ${s.executions}× (${pairs(s.outcomes)})`);
+    if (s.steps) lines.push(`   steps:    ${pairs(s.steps)}`);
+    for (const note of s.notes ?? []) lines.push(`   note:     ${note}`);
   });
   lines.push('', `Handler runs since the app started: ${pairs(report.totals)}`);
+  lines.push(
+    `Operator page: ${report.operatorPage} (user operator, password from OPS_PASSWORD: "demo" ` +
+      'unless set)',
+  );
   return lines.join('\n');
 }
 
@@ -309,6 +365,22 @@ function difference(before: Stats, after: Stats, handler: string) {
   return { executions, outcomes };
 }
 
+/** Runs of each step during a scenario, by step name (`GET /stats` counts them as `step: x`). */
+function stepRuns(before: Stats, after: Stats): Record<string, number> {
+  const runs: Record<string, number> = {};
+  for (const [name, n] of Object.entries(after.executions)) {
+    if (!name.startsWith(STEP)) continue;
+    const delta = n - (before.executions[name] ?? 0);
+    if (delta > 0) runs[name.slice(STEP.length)] = delta;
+  }
+  return runs;
+}
+
+/** Handler runs only, without the steps' counters. */
+function handlerRuns(executions: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(executions).filter(([name]) => !name.startsWith(STEP)));
+}
+
 function count(counts: Record<string, number>, name: string): void {
   counts[name] = (counts[name] ?? 0) + 1;
 }
@@ -324,6 +396,13 @@ async function main(): Promise<void> {
   }
   try {
     console.log(formatReport(await runDemo(started?.url ?? url)));
+    // An app the demo started stays up in a terminal, for a look at the operator page.
+    if (started && process.stdout.isTTY) {
+      console.log('The app the demo started stays up for a look; Ctrl+C stops it.');
+      await new Promise((resolve) => process.once('SIGINT', resolve));
+    } else if (started) {
+      console.log('The app the demo started stops now: `npm start`, then the demo, keeps one up.');
+    }
   } finally {
     await started?.close();
   }

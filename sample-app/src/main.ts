@@ -12,6 +12,10 @@ async function bootstrap(): Promise<void> {
       `-H 'Content-Type: application/json' -d '{"amount":100,"currency":"EUR"}'`,
   );
   console.log(`Or run the whole tour: DEMO_URL=${url} npm run demo`);
+  console.log(
+    `Operator page: ${url}/ops/idempotency (user operator, password from OPS_PASSWORD: ` +
+      `"demo" unless set)`,
+  );
 }
 
 bootstrap().catch((error: unknown) => {

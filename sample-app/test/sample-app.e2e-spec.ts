@@ -26,7 +26,7 @@ async function boot(env: NodeJS.ProcessEnv): Promise<SampleApp> {
 
 async function request(
   url: string,
-  method: 'GET' | 'POST',
+  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
   path: string,
   options: { key?: string; body?: unknown } = {},
 ) {
@@ -37,10 +37,11 @@ async function request(
     headers,
     body: options.body === undefined ? undefined : JSON.stringify(options.body),
   });
+  const text = await res.text(); // empty for a 204
   return {
     status: res.status,
     headers: res.headers,
-    body: (await res.json()) as Record<string, unknown>,
+    body: (text ? JSON.parse(text) : {}) as Record<string, unknown>,
   };
 }
 
@@ -220,6 +221,41 @@ describe.each(['memory', 'redis'] as const)('the sample app on the %s store', (s
     expect(shipped.body).toMatchObject({ status: 'shipped', shipments: 1 });
   });
 
+  it('serves the operator page to the operator only: 401 and a login prompt otherwise', async () => {
+    const page = `${sample.url}/ops/idempotency`;
+    const basic = (login: string) => `Basic ${Buffer.from(login).toString('base64')}`;
+    const refusals: Record<string, string>[] = [{}, { Authorization: basic('operator:wrong') }];
+    for (const headers of refusals) {
+      const refused = await fetch(page, { headers });
+      expect(refused.status).toBe(401);
+      expect(refused.headers.get('www-authenticate')).toBe('Basic realm="operators"');
+    }
+    const shown = await fetch(page, { headers: { Authorization: basic('operator:demo') } });
+    expect(shown.status).toBe(200);
+    expect(shown.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(await shown.text()).toContain('Idempotency records');
+  });
+
+  it('resumes a checkout that failed at its third step: steps 1 and 2 run once', async () => {
+    const k = key();
+    const checkout = { sku: 'mug', quantity: 1, email: 'ada@example.com' };
+    const ran = async () => (await stats()).executions;
+    const before = await ran();
+    expect((await request(sample.url, 'PUT', '/mailer/outage')).status).toBe(204);
+    const failed = await post('/checkouts', { key: k, body: checkout });
+    expect((await request(sample.url, 'DELETE', '/mailer/outage')).status).toBe(204);
+    expect(failed.status).toBe(503);
+    const done = await post('/checkouts', { key: k, body: checkout });
+    expect(done.status).toBe(201);
+    const after = await ran();
+    const runs = (name: string) => (after[name] ?? 0) - (before[name] ?? 0);
+    expect(
+      ['step: reserve stock', 'step: charge payment', 'step: send confirmation'].map(runs),
+    ).toEqual([1, 1, 2]);
+    const replay = await post('/checkouts', { key: k, body: checkout });
+    expect(replay.body).toEqual(done.body);
+  });
+
   it('runs the demo: every duplicate is answered, every handler runs once', async () => {
     const report = await runDemo(sample.url);
     const scenario = (name: string) => report.scenarios.find((s) => s.name === name)!;
@@ -272,9 +308,20 @@ describe.each(['memory', 'redis'] as const)('the sample app on the %s store', (s
       outcomes: { claimed: 1, completed: 1, replayed: 1 },
     });
 
+    // Failed at its third step, listed as half done, resumed by its retry: steps 1-2 ran once.
+    expect(scenario('resumable')).toMatchObject({
+      statuses: { 503: 1, 201: 1 },
+      executions: 2,
+      steps: { 'reserve stock': 1, 'charge payment': 1, 'send confirmation': 2 },
+      notes: ['listed as half done on the operator page'],
+    });
+    expect(report.operatorPage).toBe(`${sample.url}/ops/idempotency`);
+
     const text = formatReport(report);
     expect(text).toContain('1. burst: 20 concurrent duplicates of POST /payments');
     expect(text).toContain('PaymentsController.create ran 1×');
+    expect(text).toContain('steps:    reserve stock ×1, charge payment ×1, send confirmation ×2');
+    expect(text).toContain(`Operator page: ${sample.url}/ops/idempotency`);
   });
 });
 

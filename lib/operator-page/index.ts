@@ -1,0 +1,2 @@
+export { IdempotencyOperatorPageModule } from './operator-page.module';
+export type { IdempotencyOperatorPageOptions } from './operator-page.options';
