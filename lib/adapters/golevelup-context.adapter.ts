@@ -3,6 +3,7 @@ import { map, type Observable, of, throwError, timer } from 'rxjs';
 import type { IdempotencyError } from '../errors/idempotency.errors';
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { fingerprint } from '../utils/fingerprint';
+import type { StoredError } from '../utils/error-codec';
 import { loadPeer } from '../utils/load-optional';
 import { rabbitHandler } from '../utils/nest-metadata';
 import type { ResponseSnapshot } from '../utils/response-codec';
@@ -12,6 +13,7 @@ import { captureError, captureValues, replayValues } from './value-outcome';
 
 /** The parts of the amqplib message golevelup hands a handler (its second argument) read here. */
 interface AmqpMessage {
+  fields?: { redelivered?: boolean };
   properties?: { headers?: Record<string, unknown> };
 }
 
@@ -33,6 +35,13 @@ type NackClass = new (requeue?: boolean) => object;
  * outcome: see `onConflict`); a refusal that no redelivery can change (key reused, missing,
  * invalid) is nacked without requeue on a subscriber (dead-lettered when the queue has a
  * dead-letter exchange), and answered with its body on an RPC.
+ *
+ * A stored error (`storeErrors`) went to the queue's error behaviour with the delivery that
+ * threw it; a duplicate is settled once, never handed to it again, where REQUEUE would redeliver
+ * it for ever and NACK dead-letter every copy: a subscriber's is acked. An RPC's requester is
+ * answered as the first one was, by the error behaviour (an error handler that replies), unless
+ * the message is a redelivery, which that behaviour may have requeued: it is answered with
+ * `{ status: 'error', message }`.
  */
 export class GolevelupContextAdapter implements IdempotencyContextAdapter {
   private readonly Nack: NackClass;
@@ -88,10 +97,21 @@ export class GolevelupContextAdapter implements IdempotencyContextAdapter {
   }
 
   replay(
-    _context: ExecutionContext,
+    context: ExecutionContext,
     snapshot: ResponseSnapshot,
     options: ResolvedIdempotencyOptions,
   ): Observable<unknown> {
+    if (snapshot.error) {
+      // The error behaviour had the error with the first delivery: thrown again, REQUEUE would
+      // redeliver this one for ever, NACK dead-letter every copy. A subscriber's is acked.
+      if (rabbitHandler(context.getHandler())?.type !== 'rpc') return of(undefined);
+      // A new request is answered by the error behaviour, as the first one was; a redelivery
+      // (perhaps requeued by that behaviour) with the error, rather than never.
+      const message = context.getArgByIndex<AmqpMessage | undefined>(1);
+      if (message?.fields?.redelivered) {
+        return of({ status: 'error', message: (snapshot.value as StoredError).m });
+      }
+    }
     const rebuild = (stored: { m: string }) => new Error(stored.m);
     return replayValues(snapshot, options.storeErrors, rebuild);
   }

@@ -18,7 +18,8 @@ import { until } from '../reliability/stream';
 // @Idempotent() on @golevelup/nestjs-rabbitmq handlers (@RabbitSubscribe(), @RabbitRPC()) on the
 // RabbitMQ of this machine, on the memory and Redis stores: messages published twice run once,
 // each delivery is acked only once its outcome is stored, refusals are settled as what they are
-// (a wait, a requeue, a dead letter), never as a handler's error.
+// (a wait, a requeue, a dead letter), never as a handler's error; a stored error is handed to the
+// queue's error behaviour once, and its duplicates are settled once.
 
 const payment = (extra: Partial<Payment> = {}): Payment => ({
   id: randomUUID(),
@@ -144,6 +145,85 @@ describe.each(STORES)('golevelup RabbitMQ handlers on the %s store', (store) => 
       message: expect.any(String),
     });
     expect(api.executions.count(other.id)).toBe(0);
+  });
+
+  // A stored error went to golevelup's error behaviour with the delivery that threw it; a
+  // duplicate (a redelivery, or the message published again) is settled once: a subscriber's is
+  // acked, never requeued for ever (REQUEUE) nor dead-lettered again (NACK); an RPC's requester
+  // gets the error answer the first one got.
+  describe('with storeErrors', () => {
+    /** More deliveries of one message than a settled outcome takes: it is looping. */
+    const LOOPING = 6;
+
+    /** Resolves once `id` has `count` acks, or as many deliveries as a loop makes. */
+    const acked = (id: string, count: number) =>
+      until(() => {
+        const deliveries = settled(api, id);
+        return (
+          deliveries.filter((s) => s === 'ack').length >= count || deliveries.length >= LOOPING
+        );
+      }, 10_000);
+
+    const deadLetters = async () => (await api.amqp.channel.checkQueue(QUEUES.dead)).messageCount;
+
+    /** A @RabbitRPC request to `routingKey` with `message`, under `key`. */
+    const request = (routingKey: string, message: Payment, key: string) =>
+      api.amqp.request({
+        exchange: EXCHANGE,
+        routingKey,
+        payload: message,
+        headers: { 'Idempotency-Key': key },
+        timeout: 5_000,
+      });
+
+    it('requeues the first delivery once (REQUEUE), then acks its redelivery and duplicates', async () => {
+      const message = payment();
+      const key = randomUUID();
+      await api.publish('declined', message, key);
+      await acked(message.id, 1);
+      expect(settled(api, message.id)).toEqual(['nack true', 'ack']);
+      await api.publish('declined', message, key);
+      await acked(message.id, 2);
+      expect(settled(api, message.id)).toEqual(['nack true', 'ack', 'ack']);
+      expect(api.executions.count(message.id)).toBe(1);
+    });
+
+    it('dead-letters the first delivery (NACK), and acks a duplicate', async () => {
+      const before = await deadLetters();
+      const message = payment();
+      const key = randomUUID();
+      await api.publish('declinedDead', message, key);
+      await until(async () => (await deadLetters()) === before + 1, 5_000);
+      await api.publish('declinedDead', message, key);
+      await until(() => settled(api, message.id).length === 2, 5_000);
+      expect(settled(api, message.id)).toEqual(['nack false', 'ack']);
+      expect(await deadLetters()).toBe(before + 1);
+      expect(api.executions.count(message.id)).toBe(1);
+      await api.amqp.channel.purgeQueue(QUEUES.dead);
+    });
+
+    it("answers a @RabbitRPC request requeued by golevelup's default with the stored error", async () => {
+      const message = payment();
+      const key = randomUUID();
+      const reply = { status: 'error', message: 'declined #1' };
+      expect(await request('declinedQuote', message, key)).toEqual(reply);
+      await acked(message.id, 1);
+      expect(settled(api, message.id)).toEqual(['nack true', 'ack']);
+      // A new request goes to the error behaviour as the first did: requeued once, answered.
+      expect(await request('declinedQuote', message, key)).toEqual(reply);
+      await acked(message.id, 2);
+      expect(settled(api, message.id)).toEqual(['nack true', 'ack', 'nack true', 'ack']);
+      expect(api.executions.count(message.id)).toBe(1);
+    });
+
+    it("answers a @RabbitRPC duplicate through the app's error handler, as the first", async () => {
+      const message = payment();
+      const key = randomUUID();
+      expect(await request('declinedReply', message, key)).toEqual({ declined: 'declined #1' });
+      expect(await request('declinedReply', message, key)).toEqual({ declined: 'declined #1' });
+      expect(settled(api, message.id)).toEqual(['ack', 'ack']);
+      expect(api.executions.count(message.id)).toBe(1);
+    });
   });
 
   it("names records after the handler's own method, not golevelup's bound copy", async () => {

@@ -7,7 +7,7 @@ import {
 } from '@golevelup/nestjs-rabbitmq';
 import { type INestApplicationContext, Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { connect, type Message } from 'amqplib';
+import { type Channel, connect, type ConsumeMessage, type Message } from 'amqplib';
 import { randomUUID } from 'node:crypto';
 import { IdempotencyModule, type IdempotencyModuleOptions, Idempotent } from '../../lib';
 import { requireBroker, RMQ_URL } from './microservice-app';
@@ -20,9 +20,27 @@ export const QUEUES = {
   charge: `idempotency-golevelup-charge-${RUN}`,
   strict: `idempotency-golevelup-strict-${RUN}`,
   quote: `idempotency-golevelup-quote-${RUN}`,
-  /** Where `strict` dead-letters what it nacks without requeue. */
+  /** Where `strict` and `declinedDead` dead-letter what they nack without requeue. */
   dead: `idempotency-golevelup-dead-${RUN}`,
+  declined: `idempotency-golevelup-declined-${RUN}`,
+  declinedDead: `idempotency-golevelup-declined-dead-${RUN}`,
+  declinedQuote: `idempotency-golevelup-declined-quote-${RUN}`,
+  declinedReply: `idempotency-golevelup-declined-reply-${RUN}`,
 };
+
+/** A handler's error that `storeErrors` stores (the route option of the `declined*` handlers). */
+export class PaymentDeclined extends Error {}
+
+/**
+ * An RPC error handler as golevelup's README suggests: it answers the requester with the error
+ * and acks the request.
+ */
+function replyWithError(channel: Channel, message: ConsumeMessage, error: unknown): void {
+  const { replyTo, correlationId } = message.properties;
+  const body = { declined: (error as Error).message };
+  channel.sendToQueue(replyTo, Buffer.from(JSON.stringify(body)), { correlationId });
+  channel.ack(message);
+}
 
 /** A payment message: `id` names it in the test's counts; the key may ride in the payload. */
 export interface Payment {
@@ -78,6 +96,57 @@ export class PaymentsHandlers {
   @Idempotent()
   async quote(payment: Payment): Promise<{ price: number; run: number }> {
     return { price: payment.amount * 2, run: await ran(this.executions, 'quote', payment) };
+  }
+
+  /** Declines every payment; the error is stored and goes to golevelup's REQUEUE. */
+  @RabbitSubscribe({
+    exchange: EXCHANGE,
+    routingKey: 'declined',
+    queue: QUEUES.declined,
+    errorBehavior: MessageHandlerErrorBehavior.REQUEUE,
+    queueOptions: { durable: false },
+  })
+  @Idempotent({ storeErrors: [PaymentDeclined] })
+  async declined(payment: Payment): Promise<void> {
+    throw new PaymentDeclined(`declined #${await ran(this.executions, 'declined', payment)}`);
+  }
+
+  /** Declines every payment; the error is stored and dead-lettered (NACK). */
+  @RabbitSubscribe({
+    exchange: EXCHANGE,
+    routingKey: 'declinedDead',
+    queue: QUEUES.declinedDead,
+    errorBehavior: MessageHandlerErrorBehavior.NACK,
+    queueOptions: { durable: false, deadLetterExchange: '', deadLetterRoutingKey: QUEUES.dead },
+  })
+  @Idempotent({ storeErrors: [PaymentDeclined] })
+  async declinedDead(payment: Payment): Promise<void> {
+    throw new PaymentDeclined(`declined #${await ran(this.executions, 'declinedDead', payment)}`);
+  }
+
+  /** An RPC that declines, under golevelup's default RPC error handling (REQUEUE). */
+  @RabbitRPC({
+    exchange: EXCHANGE,
+    routingKey: 'declinedQuote',
+    queue: QUEUES.declinedQuote,
+    queueOptions: { durable: false },
+  })
+  @Idempotent({ storeErrors: [PaymentDeclined] })
+  async declinedQuote(payment: Payment): Promise<never> {
+    throw new PaymentDeclined(`declined #${await ran(this.executions, 'declinedQuote', payment)}`);
+  }
+
+  /** An RPC that declines, its error answered by an error handler of the app's. */
+  @RabbitRPC({
+    exchange: EXCHANGE,
+    routingKey: 'declinedReply',
+    queue: QUEUES.declinedReply,
+    errorHandler: replyWithError,
+    queueOptions: { durable: false },
+  })
+  @Idempotent({ storeErrors: [PaymentDeclined] })
+  async declinedReply(payment: Payment): Promise<never> {
+    throw new PaymentDeclined(`declined #${await ran(this.executions, 'declinedReply', payment)}`);
   }
 }
 
