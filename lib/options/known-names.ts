@@ -153,16 +153,21 @@ export const ROUTE_OPTION_NAMES: OptionNames = {
   elsewhere: placed([...MODULE_ONLY_NAMES, ...EXTRA_NAMES], FOR_ROOT),
 };
 
+/** What the operator page takes: a module of its own, with its path fixed when it is imported. */
+const OPERATOR_PAGE = {
+  operatorPage: 'IdempotencyOperatorPageModule.register({ path, guards }) (docs/operators.md)',
+};
+
 /** `IdempotencyModule.forRoot({...})`: the module options and the extras. */
 export const ROOT_OPTION_NAMES: OptionNames = {
   known: [...ROUTE_NAMES, ...MODULE_ONLY_NAMES, ...EXTRA_NAMES],
-  elsewhere: placed(ASYNC_NAMES, 'IdempotencyModule.forRootAsync()'),
+  elsewhere: { ...placed(ASYNC_NAMES, 'IdempotencyModule.forRootAsync()'), ...OPERATOR_PAGE },
 };
 
 /** What a `forRootAsync()` factory (or `useClass` / `useExisting`) returns: the module options. */
 export const FACTORY_OPTION_NAMES: OptionNames = {
   known: [...ROUTE_NAMES, ...MODULE_ONLY_NAMES],
-  elsewhere: placed([...EXTRA_NAMES, ...ASYNC_NAMES], ASYNC_OWN),
+  elsewhere: { ...placed([...EXTRA_NAMES, ...ASYNC_NAMES], ASYNC_OWN), ...OPERATOR_PAGE },
 };
 
 /** `IdempotencyModule.forRootAsync({...})` itself. */

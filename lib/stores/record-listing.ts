@@ -33,7 +33,10 @@ export interface RecordAbout {
 /** What {@link IdempotencyStore.list} is asked. */
 export interface ListRecordsQuery {
   state: ListedState;
-  /** Only records whose store key starts with this (the `keyPrefix` they were claimed under). */
+  /**
+   * Only records claimed under exactly this `keyPrefix`: store keys `<prefix>{<hash>}` (a longer
+   * prefix that starts with it, a route's own `keyPrefix`, is another listing).
+   */
   prefix: string;
   /** Only records of this route (`RecordAbout.route`, compared exactly). */
   route?: string;

@@ -1,5 +1,5 @@
 import type { IdempotencyOptions } from '../../lib';
-import { resolveRouteOptions, resolveRunOptions } from '../../lib/options';
+import { checkForRootOptions, resolveRouteOptions, resolveRunOptions } from '../../lib/options';
 
 /**
  * What the refusal of an option name tells the developer to do. Two hints send them the wrong
@@ -31,5 +31,14 @@ describe('hints of refused option names', () => {
   it("points `key` in run()'s options at run()'s first argument", () => {
     const run = refusal(() => resolveRunOptions({ key: 'order-1' }, 'IdempotencyService.run'));
     expect(run).toMatch(/first argument/);
+  });
+});
+
+describe('the operator page named in forRoot()', () => {
+  it('points `operatorPage` at IdempotencyOperatorPageModule.register()', () => {
+    const root = refusal(() => checkForRootOptions({ operatorPage: { path: '/ops' } } as never));
+    expect(root).toMatch(
+      /`operatorPage` is not taken here: set it in IdempotencyOperatorPageModule/,
+    );
   });
 });
