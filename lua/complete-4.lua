@@ -51,6 +51,9 @@ if KEYS[2] ~= key then
     rcall('HDEL', KEYS[2], ARGV[7])
   end
   rcall('RPUSH', KEYS[4], completedAt .. ARGV[7])
+  -- Every record it names expires with the newest at the latest: so does the list, so that an
+  -- index nobody completes into any more does not outlive its records.
+  rcall('PEXPIRE', KEYS[4], ARGV[4])
   if completedAt % 8 == 0 then
     local expired, head, oldest = 0, rcall('LRANGE', KEYS[4], 0, 15), completedAt - ARGV[4]
     while expired < #head and tonumber(string.sub(head[expired + 1], 1, 13)) <= oldest do

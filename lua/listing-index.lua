@@ -7,7 +7,8 @@
                        MessagePack (claim time, lease end, route, label, release time or 0,
                        reported 1 or 0); field '~': where listing-prune.lua goes on
     <space>done:<ttl>  list: completed records kept <ttl> ms, in completion order, each its
-                       completion time (13 digits) and id; pruned from the head
+                       completion time (13 digits) and id; pruned from the head, and
+                       expiring with its newest record
     <space>ttls        set: the <ttl>s of the done lists
   Fields and ids are a record key's trailing `{<hash>}`. A pending record keeps its claim's entry
   (claim-2.lua), and its completed record what the entry carried, for listing. Times are ms

@@ -46,6 +46,11 @@ import { GlobalSerializers } from './serializers';
 /** An idempotent route's request, as its events name it. */
 type RouteSource = EventSource & { options: ResolvedIdempotencyOptions; cached: Route | null };
 
+/** What a route whose records every caller shares logs once (quoted in the README). */
+const UNSCOPED =
+  "no principal (request.user) and no `scope`: every caller shares this route's records " +
+  "(a caller can replay another's response). Set `scope`, or `scope: 'public'` for a public endpoint";
+
 /** Requests (their contexts) an idempotency interceptor is handling (see `intercept`). */
 const handling = new WeakSet<ExecutionContext>();
 
@@ -223,9 +228,9 @@ export class IdempotencyInterceptor
     if (principal === undefined && ['http', 'graphql', 'ws'].includes(context.getType())) {
       this.core.events.warnOnce(
         handler,
-        'no principal (request.user; on a gateway, client.data.user) and no `scope`: every ' +
-          "caller shares this route's records " +
-          "(a caller can replay another's response). Set `scope`, or `scope: 'public'` for a public endpoint",
+        context.getType() === 'ws'
+          ? UNSCOPED.replace('request.user', 'client.data.user')
+          : UNSCOPED,
         'unscoped',
       );
     }

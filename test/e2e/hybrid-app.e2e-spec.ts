@@ -23,7 +23,7 @@ import { Idempotent, IdempotencyModule } from '../../lib';
 import {
   cleanUpPrefix,
   inspectionClient,
-  keysUnder,
+  recordKeysUnder,
   testRedisUrl,
   uniquePrefix,
 } from '../support/redis';
@@ -146,7 +146,7 @@ describe('a hybrid app (HTTP + GraphQL + microservice) with one store', () => {
 
     const redis = inspectionClient();
     try {
-      expect(await keysUnder(redis, prefix)).toHaveLength(3);
+      expect(await recordKeysUnder(redis, prefix)).toHaveLength(3);
     } finally {
       await redis.quit();
     }

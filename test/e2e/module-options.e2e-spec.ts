@@ -9,7 +9,13 @@ import {
   MemoryIdempotencyStore,
 } from '../../lib';
 import { dropTable, testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
-import { deleteKeysUnder, inspectionClient, testRedisUrl, uniquePrefix } from '../support/redis';
+import {
+  deleteKeysUnder,
+  inspectionClient,
+  recordKeysUnder,
+  testRedisUrl,
+  uniquePrefix,
+} from '../support/redis';
 import { PLATFORMS, Platform, post } from '../support/test-app';
 
 /**
@@ -77,7 +83,9 @@ describe.each(PLATFORMS)('module options on %s', (platform) => {
         await replays(url);
         await replays(url, '/things/hour');
         const ttls = new Map<string, number>();
-        for (const key of await redis.keys(`${prefix}*`)) ttls.set(key, await redis.pttl(key));
+        for (const key of await recordKeysUnder(redis, prefix)) {
+          ttls.set(key, await redis.pttl(key));
+        }
         const sorted = [...ttls.values()].sort((a, b) => a - b);
         expect(sorted).toHaveLength(2);
         // The module's '90s', and the route's '1h'.

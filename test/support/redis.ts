@@ -31,6 +31,33 @@ export async function keysUnder(client: Redis, prefix: string): Promise<string[]
   return keys;
 }
 
+/**
+ * The keys of records (and their steps) under a prefix: every key but the listing index the
+ * scripts keep beside them (`<prefix>ix:...`, or `<prefix>ix{tag}:...` on a Cluster).
+ */
+export async function recordKeysUnder(client: Redis, prefix: string): Promise<string[]> {
+  const index = [`${prefix}ix:`, `${prefix}ix{`];
+  return (await keysUnder(client, prefix)).filter((key) => !index.some((i) => key.startsWith(i)));
+}
+
+/**
+ * Every byte stored under a prefix, whatever the key's type (the records' strings, the listing
+ * index's hashes, lists and sets): what a check that nothing secret reached the store reads.
+ */
+export async function bytesUnder(client: Redis, prefix: string): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for (const key of await keysUnder(client, prefix)) {
+    const type = await client.type(key);
+    if (type === 'string') parts.push((await client.getBuffer(key)) ?? Buffer.alloc(0));
+    else if (type === 'hash') parts.push(...Object.values(await client.hgetallBuffer(key)));
+    else if (type === 'list') parts.push(...(await client.lrangeBuffer(key, 0, -1)));
+    else if (type === 'set') parts.push(...(await client.smembersBuffer(key)));
+    else if (type === 'zset') parts.push(...(await client.zrangeBuffer(key, '0', '-1')));
+    else throw new Error(`bytesUnder: ${key} is a ${type}, which it cannot read`);
+  }
+  return Buffer.concat(parts);
+}
+
 /** Deletes a suite's keys when it ends (never FLUSHDB: the Redis may be shared). */
 export async function deleteKeysUnder(client: Redis, prefix: string): Promise<void> {
   const keys = await keysUnder(client, prefix);

@@ -12,7 +12,7 @@ import {
   WatchListener,
 } from '../../lib';
 import { dropTable, testPool, uniqueTable } from './postgres';
-import { deleteKeysUnder, testRedisUrl, uniquePrefix } from './redis';
+import { bytesUnder, deleteKeysUnder, testRedisUrl, uniquePrefix } from './redis';
 
 export type StoreName = 'memory' | 'redis' | 'postgres';
 export const STORE_NAMES: StoreName[] = ['memory', 'redis', 'postgres'];
@@ -40,17 +40,7 @@ export async function realStore(name: StoreName): Promise<RealStore> {
     return {
       store,
       keyPrefix,
-      rawBytes: async () => {
-        const keys: string[] = [];
-        let cursor = '0';
-        do {
-          const [next, batch] = await client.scan(cursor, 'MATCH', `${keyPrefix}*`);
-          cursor = next;
-          keys.push(...batch);
-        } while (cursor !== '0');
-        const values = await Promise.all(keys.map((key) => client.getBuffer(key)));
-        return Buffer.concat(values.filter((value): value is Buffer => value !== null));
-      },
+      rawBytes: () => bytesUnder(client, keyPrefix),
       close: async () => {
         await deleteKeysUnder(client, keyPrefix);
         await client.quit();
