@@ -98,11 +98,12 @@ end
 
 local items, counts = {}, { running = 0, stuck = 0, half_done = 0, completed = 0 }
 
--- Counts an item of `state`, or keeps it when it is listed.
+-- Counts an item of `state`, or keeps it when it is listed (its steps are read once the page
+-- is cut: see the end).
 local function found(state, since, id, lease, route, label, reported)
   counts[state] = counts[state] + 1
   if mode == 'list' and state == wanted and onPage(since, id, route) then
-    items[#items + 1] = { since, id, lease, route, label, stepsOf(id), false, reported }
+    items[#items + 1] = { since, id, lease, route, label, {}, false, reported }
   end
 end
 
@@ -236,5 +237,9 @@ end)
 local page = {}
 for i = 1, math.min(#items, limit + 1) do
   page[i] = items[i]
+  -- The steps of the page's claims alone: an outage may leave thousands half done.
+  if wanted ~= 'completed' then
+    page[i][6] = stepsOf(page[i][2])
+  end
 end
 return page

@@ -110,7 +110,9 @@ export class OperatorPageController {
           keyPrefix,
         }),
       ]);
-      const notice = NOTICES[String(query.done)];
+      const done = String(query.done);
+      // Its own names only: `?done=constructor` is no notice of Object's.
+      const notice = Object.hasOwn(NOTICES, done) ? NOTICES[done] : undefined;
       const view = { counts, filters, ...found, paged: cursor !== undefined, notice };
       return listPage(page, view);
     });

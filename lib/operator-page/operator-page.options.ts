@@ -9,8 +9,9 @@ export interface IdempotencyOperatorPageOptions {
    */
   path: string;
   /**
-   * The guards every page and action runs behind, as `@UseGuards()` takes them: classes (resolved
-   * through Nest's DI in this module, so their dependencies come from `imports`) or instances.
+   * The guards every page and action runs behind, as `@UseGuards()` takes them: classes with a
+   * `canActivate` method (resolved through Nest's DI in this module, so their dependencies come
+   * from `imports`) or instances.
    * The app's global guards (`APP_GUARD`) run before them, as on any route. A guard that throws
    * `UnauthorizedException` answers 401; one that returns `false`, 403. Required: `false` mounts
    * the page without a guard, which is refused at boot when `NODE_ENV` is `production` (for a
@@ -50,11 +51,19 @@ export const OPERATOR_PAGE_OPTION_NAMES: OptionNames = {
 /** What a path may hold: segments of URL-safe characters (no query, fragment or parameters). */
 const PATH = /^\/?[A-Za-z0-9._~-]+(?:\/[A-Za-z0-9._~-]+)*\/?$/;
 
-const isGuard = (guard: unknown): boolean =>
-  typeof guard === 'function' ||
-  (typeof guard === 'object' &&
-    guard !== null &&
-    typeof (guard as CanActivate).canActivate === 'function');
+/**
+ * A guard class (its prototype has `canActivate`) or instance: a service, or a guard factory
+ * passed uncalled (`AuthGuard` for `AuthGuard('jwt')`), is refused here rather than failing
+ * every request with a 500.
+ */
+const isGuard = (guard: unknown): boolean => {
+  const holder = typeof guard === 'function' ? (guard.prototype as unknown) : guard;
+  return (
+    typeof holder === 'object' &&
+    holder !== null &&
+    typeof (holder as CanActivate).canActivate === 'function'
+  );
+};
 
 /**
  * Checks `register()`'s options by name and value and fills in the defaults. Throws a TypeError
@@ -90,8 +99,8 @@ export function resolveOperatorPageOptions(
     }
   } else if (!Array.isArray(guards) || guards.length === 0 || !guards.every(isGuard)) {
     fail(
-      'guards must list the guards the page runs behind, e.g. [AdminGuard] (classes or ' +
-        'instances with canActivate), or be false for a page without one (refused when ' +
+      'guards must list the guards the page runs behind, e.g. [AdminGuard] (classes with a ' +
+        'canActivate method, or instances), or be false for a page without one (refused when ' +
         `NODE_ENV is production); got ${describe(guards)}`,
     );
   }

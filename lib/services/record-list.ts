@@ -87,6 +87,11 @@ export type IdempotencyRecordCounts = Record<ListedState, number>;
 /** Items per page unless asked otherwise, and the most a page holds. */
 const DEFAULT_LIMIT = 50;
 const MAX_LIMIT = 500;
+/**
+ * Older than any record (the epoch is 1970): 200 years, in ms. A longer age lists the same, and
+ * is cut to it before it reaches a store, where it would overflow SQL's intervals and times.
+ */
+const MAX_AGE_MS = 200 * 365 * 86_400_000;
 /** Longer than any cursor this file writes around a store's. */
 const MAX_CURSOR = 4096;
 const QUERY_NAMES = namesOfQuery({
@@ -139,8 +144,8 @@ export function storeListQuery(
   }
   const asked: ListRecordsQuery = { state, prefix, order, limit, stuckAfterMs };
   if (route !== undefined) asked.route = route;
-  if (minAgeMs !== undefined) asked.minAgeMs = minAgeMs;
-  if (maxAgeMs !== undefined) asked.maxAgeMs = maxAgeMs;
+  if (minAgeMs !== undefined) asked.minAgeMs = Math.min(minAgeMs, MAX_AGE_MS);
+  if (maxAgeMs !== undefined) asked.maxAgeMs = Math.min(maxAgeMs, MAX_AGE_MS);
   if (cursor !== undefined) asked.cursor = openCursor(cursor, asked);
   return asked;
 }

@@ -167,6 +167,15 @@ describe.each(PLATFORMS)('the operator page on %s', (platform) => {
     expect(body).not.toContain('<svg');
   });
 
+  it('shows a notice for its own names only: ?done=constructor says nothing', async () => {
+    const deleted = await (await page('?done=deleted', { headers: AS_OPERATOR })).text();
+    expect(deleted).toContain('<p class="notice" role="status">The record was deleted.</p>');
+    for (const name of ['constructor', '__proto__', 'toString']) {
+      const body = await (await page(`?done=${name}`, { headers: AS_OPERATOR })).text();
+      expect(body).not.toContain('class="notice"');
+    }
+  });
+
   it('passes the filters to IdempotencyRecords.list and answers a bad one with 400', async () => {
     const query = '?state=stuck&route=POST%20%2Forders&olderThan=15m&newerThan=2h&order=oldest';
     expect((await page(query, { headers: AS_OPERATOR })).status).toBe(200);

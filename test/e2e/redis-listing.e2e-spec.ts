@@ -85,6 +85,33 @@ describe('Redis listing index on a private redis-server', () => {
     });
   });
 
+  it("reads the steps of a page's runs only: a page of 10 among 500 half-done runs", async () => {
+    const prefix = 'outage:';
+    await Promise.all(
+      Array.from({ length: 500 }, async (_, i) => {
+        const key = `${prefix}{h${i}}`;
+        await store.claim(key, { token: 't', fingerprint: '', leaseMs: 60_000, resumable: true });
+        await store.recordStep(key, 't', step(0, 'order'), 600_000);
+        await store.recordStep(key, 't', step(1, 'charge'), 600_000);
+        await store.release(key, 't');
+      }),
+    );
+    let items: { steps?: unknown }[] = [];
+    const read = await keysRead(admin, async () => {
+      ({ items } = await store.list({ prefix, state: 'half_done', limit: 10 }));
+    });
+    expect(items).toHaveLength(10);
+    for (const item of items) {
+      expect(item.steps).toEqual([
+        { index: 0, name: 'order' },
+        { index: 1, name: 'charge' },
+      ]);
+    }
+    // Each run's entry tells its state (its record, whether it has steps); the steps' names are
+    // read for the page (and the one that tells more follow) alone, not for all 500.
+    expect(read).toBeLessThanOrEqual(500 * 2 + 11 * 2 + 5);
+  });
+
   it('keeps records written before the index: completes and replays them, lists what it can', async () => {
     const prefix = 'old:';
     // A claim of script version 5: four values, nothing listed.

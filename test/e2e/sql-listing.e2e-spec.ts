@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import {
   IdempotencyModule,
   type IdempotencyModuleOptions,
+  IdempotencyRecords,
   IdempotencyService,
   IdempotencyStore,
   type ListedState,
@@ -18,7 +19,7 @@ import { sqlDatabases, type SqlStore } from '../support/sql-databases';
  * Listing on the SQL stores, beyond the shared contract (test/e2e/*-store.contract): half-done
  * runs made the honest way through the module, what the sweeper keeps for listing and what it
  * deletes, the abandoned mark across stores on pools of their own, and a table without migration
- * 003 (what it says, and ensureSchema adding it to a table in use).
+ * 003 (what it says, and ensureSchema adding it to a table in use), and ages past any record.
  */
 const databases = sqlDatabases();
 const stored = (text: string): StoredResponse => ({ meta: 'm', body: Buffer.from(text) });
@@ -103,6 +104,28 @@ describe.each(databases)('$name store: listing', (database) => {
       expect(orders.ran).toEqual(['order', 'charge', 'ship']);
       expect(await keysOf(store, keyPrefix, 'half_done')).toEqual([]);
       expect(await keysOf(store, keyPrefix, 'completed')).toEqual([item.key]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('answers any age a list query can name: a billion days older lists nothing, newer lists all', async () => {
+    const keyPrefix = `ages-${randomUUID().slice(0, 8)}:`;
+    const app = await boot({ ...database.option(database.table('ages')), keyPrefix });
+    try {
+      await expect(app.get(Orders).place('order-1')).rejects.toThrow('the warehouse is down');
+      const records = app.get(IdempotencyRecords);
+      const list = (query: { olderThan?: string; newerThan?: string }) =>
+        records.list({ state: 'half_done', ...query });
+      const ages = ['1000000000d', '99999999999999999999'];
+      for (const age of ages) {
+        await expect(list({ olderThan: age })).resolves.toEqual({ items: [] });
+        expect((await list({ newerThan: age })).items).toHaveLength(1);
+        expect((await list({ olderThan: '0', newerThan: age })).items).toHaveLength(1);
+      }
+      await expect(list({ olderThan: ages[1], newerThan: ages[0] })).rejects.toThrow(
+        'olderThan must not be more than newerThan',
+      );
     } finally {
       await app.close();
     }

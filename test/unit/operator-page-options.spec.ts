@@ -42,6 +42,32 @@ describe('IdempotencyOperatorPageModule.register() options', () => {
     }
   });
 
+  it('refuses at boot a class that is no guard: a service, or a guard factory not called', () => {
+    @Injectable()
+    class AdminService {
+      isAdmin(): boolean {
+        return true;
+      }
+    }
+    // As @nestjs/passport's AuthGuard: a function that returns the guard class, passed uncalled
+    // (`guards: [AuthGuard]` for `guards: [AuthGuard('jwt')]`).
+    const AuthGuard = (type?: string) => {
+      class MixinAuthGuard implements CanActivate {
+        canActivate(): boolean {
+          return type !== undefined;
+        }
+      }
+      return MixinAuthGuard;
+    };
+    for (const guards of [[AdminService], [AdminGuard, AuthGuard]]) {
+      expect(() => resolveOperatorPageOptions({ path: '/ops', guards }, {})).toThrow(
+        /guards must list the guards the page runs behind, e.g. \[AdminGuard\] \(classes with a canActivate method/,
+      );
+    }
+    const resolved = resolveOperatorPageOptions({ path: '/ops', guards: [AuthGuard('jwt')] }, {});
+    expect(resolved.guards).toHaveLength(1);
+  });
+
   it('refuses a misspelt option with the nearest name', () => {
     expect(() =>
       resolveOperatorPageOptions({ path: '/ops', gaurds: [AdminGuard] }, production),
