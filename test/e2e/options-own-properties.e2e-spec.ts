@@ -11,8 +11,20 @@ import {
 } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { Idempotent, IdempotencyModule, IdempotentMethod } from '../../lib';
+import { Test } from '@nestjs/testing';
+import {
+  Idempotent,
+  IdempotencyModule,
+  IdempotencyStore,
+  IdempotentMethod,
+  MysqlIdempotencyStore,
+  PostgresIdempotencyStore,
+  type RedisIdempotencyStore,
+} from '../../lib';
 import { listen } from '../support/http-app';
+import { testRedisUrl } from '../support/redis';
+import { testMysqlPool, testMysqlUrl } from '../support/mysql';
+import { testPool, testPostgresUrl, uniqueTable } from '../support/postgres';
 import { PLATFORMS, post } from '../support/test-app';
 
 /**
@@ -165,5 +177,71 @@ describe.each(PLATFORMS)('options with Object.prototype polluted, on %s', (platf
     const retry = await send('/orders', 'alice', key);
     expect(retry.status).toBe(201);
     expect(retry.headers.get('idempotent-replayed')).toBe('true');
+  });
+});
+
+/** A SQL store as the suites reach it: its module option's URL, and a pool of the test database. */
+const SQL_STORES = [
+  {
+    name: 'postgres',
+    option: () => ({ postgres: testPostgresUrl() }),
+    onPool: async () => {
+      const pool = await testPool();
+      const alive = () => pool.query('SELECT 1').finally(() => pool.end());
+      return { store: new PostgresIdempotencyStore(pool), alive };
+    },
+  },
+  {
+    name: 'mysql',
+    option: () => ({ mysql: testMysqlUrl() }),
+    onPool: async () => {
+      const pool = await testMysqlPool();
+      const alive = () => pool.query('SELECT 1').finally(() => pool.end());
+      return { store: new MysqlIdempotencyStore(pool), alive };
+    },
+  },
+];
+
+describe.each(SQL_STORES)('$name store options with Object.prototype polluted', (sql) => {
+  afterEach(restore);
+
+  it('keeps the default table, not a `table` from the prototype', async () => {
+    pollute({ table: uniqueTable('polluted') });
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot(sql.option())],
+    }).compile();
+    try {
+      expect((moduleRef.get(IdempotencyStore) as { table?: string }).table).toBe(
+        'idempotency_records',
+      );
+    } finally {
+      await moduleRef.close();
+    }
+  });
+
+  it('never ends the pool it was given (`ownsPool` from the prototype)', async () => {
+    pollute({ ownsPool: true });
+    const { store, alive } = await sql.onPool();
+    await store.close();
+    restore();
+    await expect(alive()).resolves.toBeDefined();
+  });
+});
+
+describe('redis store options with Object.prototype polluted', () => {
+  afterEach(restore);
+
+  it('connects to the node its ioredis options name, not to `clusterNodes` from the prototype', async () => {
+    pollute({ clusterNodes: [{ host: '127.0.0.1', port: 1 }] });
+    const { hostname, port } = new URL(testRedisUrl());
+    const moduleRef = await Test.createTestingModule({
+      imports: [IdempotencyModule.forRoot({ redis: { host: hostname, port: Number(port) } })],
+    }).compile();
+    try {
+      const store = moduleRef.get(IdempotencyStore) as unknown as RedisIdempotencyStore;
+      expect(store.client.isCluster).toBe(false);
+    } finally {
+      await moduleRef.close();
+    }
   });
 });

@@ -2,7 +2,12 @@ import type { Pool } from 'mysql2';
 import type { Pool as PromisePool } from 'mysql2/promise';
 import { SqlIdempotencyStore } from '../sql/sql-store';
 import { MysqlDialect } from './mysql-dialect';
-import { checkMysqlStoreOptions, type MysqlIdempotencyStoreOptions } from './mysql-options';
+import { ownSqlOptions } from '../sql/options';
+import {
+  checkMysqlStoreOptions,
+  type MysqlIdempotencyStoreOptions,
+  STORE_OPTIONS,
+} from './mysql-options';
 import { DEFAULT_MYSQL_TABLE } from './mysql-statements';
 
 export { mysqlListingSchemaSql, mysqlSchemaSql, mysqlStepsSchemaSql } from './mysql-schema';
@@ -38,6 +43,7 @@ export class MysqlIdempotencyStore extends SqlIdempotencyStore {
     pool: Pool | PromisePool,
     options: MysqlIdempotencyStoreOptions = {},
   ) {
+    options = ownSqlOptions(options, STORE_OPTIONS);
     const problem = checkMysqlStoreOptions(options);
     if (problem) throw new TypeError(`MysqlIdempotencyStore: ${problem}`);
     const callbackPool = pool as Pool;

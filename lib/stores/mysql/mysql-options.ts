@@ -78,14 +78,14 @@ export interface IdempotencyMysqlConfig extends Omit<MysqlIdempotencyStoreOption
 const MAX_NAME = 129;
 
 /** Every name the store's options take: the compiler keeps the list whole. */
-const STORE_OPTIONS = Object.keys({
+export const STORE_OPTIONS = Object.keys({
   ...SQL_STORE_OPTION_NAMES,
   waitPollMaxMs: true,
   ownsPool: true,
 } satisfies Record<keyof MysqlIdempotencyStoreOptions, true>);
 
 /** Every name the module option `mysql` takes in its object form. */
-const CONFIG = Object.keys({
+export const CONFIG = Object.keys({
   ...SQL_STORE_OPTION_NAMES,
   ...SQL_CONNECTION_NAMES,
   uri: true,

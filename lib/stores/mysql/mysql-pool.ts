@@ -1,7 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { loadPeer } from '../../utils/load-optional';
 import { MysqlIdempotencyStore } from './mysql-idempotency.store';
-import { type IdempotencyMysqlConfig, isMysqlPool } from './mysql-options';
+import { ownSqlOptions } from '../sql/options';
+import { CONFIG, type IdempotencyMysqlConfig, isMysqlPool } from './mysql-options';
 
 const logger = new Logger('Idempotency');
 let warnedUri = false;
@@ -19,7 +20,7 @@ export function createMysqlStore(
 ): MysqlIdempotencyStore {
   if (isMysqlPool(config)) return new MysqlIdempotencyStore(config);
   const { connectionString, uri, pool, poolConfig, ...storeOptions }: IdempotencyMysqlConfig =
-    typeof config === 'string' ? { connectionString: config } : config;
+    typeof config === 'string' ? { connectionString: config } : ownSqlOptions(config, CONFIG);
   if (uri !== undefined && !warnedUri) {
     warnedUri = true;
     logger.warn(

@@ -1,9 +1,11 @@
 import type { Pool } from 'pg';
 import { SqlIdempotencyStore } from '../sql/sql-store';
 import { PostgresDialect } from './postgres-dialect';
+import { ownSqlOptions } from '../sql/options';
 import {
   checkPostgresStoreOptions,
   type PostgresIdempotencyStoreOptions,
+  STORE_OPTIONS,
 } from './postgres-options';
 import { DEFAULT_TABLE } from './postgres-statements';
 
@@ -42,6 +44,7 @@ export class PostgresIdempotencyStore extends SqlIdempotencyStore {
     readonly pool: Pool,
     options: PostgresIdempotencyStoreOptions = {},
   ) {
+    options = ownSqlOptions(options, STORE_OPTIONS);
     const problem = checkPostgresStoreOptions(options);
     if (problem) throw new TypeError(`PostgresIdempotencyStore: ${problem}`);
     const table = options.table ?? DEFAULT_TABLE;

@@ -67,13 +67,13 @@ export interface IdempotencyPostgresConfig extends Omit<
 const MAX_NAME = 63;
 
 /** Every name the store's options take: the compiler keeps the list whole. */
-const STORE_OPTIONS = Object.keys({
+export const STORE_OPTIONS = Object.keys({
   ...SQL_STORE_OPTION_NAMES,
   ownsPool: true,
 } satisfies Record<keyof PostgresIdempotencyStoreOptions, true>);
 
 /** Every name the module option `postgres` takes in its object form. */
-const CONFIG = Object.keys({
+export const CONFIG = Object.keys({
   ...SQL_STORE_OPTION_NAMES,
   ...SQL_CONNECTION_NAMES,
 } satisfies Record<keyof IdempotencyPostgresConfig, true>);

@@ -2,7 +2,8 @@ import { Logger } from '@nestjs/common';
 import type { PoolConfig } from 'pg';
 import { loadPeer } from '../../utils/load-optional';
 import { PostgresIdempotencyStore } from './postgres-idempotency.store';
-import { type IdempotencyPostgresConfig, isPgPool } from './postgres-options';
+import { ownSqlOptions } from '../sql/options';
+import { CONFIG, type IdempotencyPostgresConfig, isPgPool } from './postgres-options';
 
 const logger = new Logger('Idempotency');
 
@@ -25,7 +26,7 @@ export function createPostgresStore(
 ): PostgresIdempotencyStore {
   if (isPgPool(config)) return new PostgresIdempotencyStore(config);
   const { connectionString, pool, poolConfig, ...storeOptions }: IdempotencyPostgresConfig =
-    typeof config === 'string' ? { connectionString: config } : config;
+    typeof config === 'string' ? { connectionString: config } : ownSqlOptions(config, CONFIG);
   if (pool) return new PostgresIdempotencyStore(pool, storeOptions);
   const pg = loadPeer<typeof import('pg')>('pg', 'the `postgres` option');
   const created = new pg.Pool({

@@ -3,7 +3,7 @@ import type { Cluster, Redis } from 'ioredis';
 import type { IdempotencyModuleOptions } from '../../interfaces/idempotency-module-options.interface';
 import { loadPeer } from '../../utils/load-optional';
 import { RedisIdempotencyStore } from './redis-idempotency.store';
-import { isRedisClient } from './redis-options';
+import { isClusterConfig, isRedisClient } from './redis-options';
 
 const logger = new Logger('Idempotency');
 
@@ -39,7 +39,7 @@ function createRedisClient(
   if (typeof config === 'string') {
     const options = { ...CLIENT_DEFAULTS, enableOfflineQueue: true };
     client = queueUntilFirstReady(new ioredis.Redis(config, options), false);
-  } else if ('clusterNodes' in config) {
+  } else if (isClusterConfig(config)) {
     client = new ioredis.Cluster(config.clusterNodes, {
       enableAutoPipelining: true,
       ...config.clusterOptions,

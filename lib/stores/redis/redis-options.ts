@@ -43,7 +43,7 @@ export function checkRedisOption(value: unknown): string | undefined {
   if (typeof value === 'string') return value.trim() === '' ? SHAPE : undefined;
   if (typeof value !== 'object' || value === null) return SHAPE;
   if (isRedisClient(value)) return undefined;
-  if (!('clusterNodes' in value)) {
+  if (!isClusterConfig(value)) {
     const slips = Object.keys(value).filter((name) => nearestName(name, CLUSTER_CONFIG));
     const problem = unknownOptionProblem(pick(value, slips), CLUSTER_CONFIG);
     return problem && `redis: ${problem}`;
@@ -57,6 +57,15 @@ export function checkRedisOption(value: unknown): string | undefined {
 }
 
 const SHAPE = 'redis must be a Redis URL, ioredis options, { clusterNodes } or an ioredis client';
+
+/**
+ * Whether the `redis` option (an object, not a client) is `{ clusterNodes, ... }` rather than
+ * ioredis options. Its own name only: one left on Object.prototype by a vulnerable deep merge
+ * would make every object of ioredis options a cluster config, on the nodes it names.
+ */
+export function isClusterConfig(value: object): value is IdempotencyClusterConfig {
+  return Object.hasOwn(value, 'clusterNodes');
+}
 
 /** Whether `value` is an ioredis client (`Redis` or `Cluster`) rather than settings for one. */
 export function isRedisClient(value: unknown): value is Redis | Cluster {

@@ -1,4 +1,5 @@
 import { unknownOptionProblem } from '../../options/option-names';
+import { ownOptions } from '../../options/own-options';
 
 /** The options every SQL store takes (PostgreSQL, MySQL/MariaDB). */
 export interface SqlStoreOptions {
@@ -139,4 +140,14 @@ export function checkSqlOption(value: unknown, rules: SqlOptionRules): string | 
   }
   const problem = rules.checkValues(config);
   return problem && `${option}.${problem}`;
+}
+
+/**
+ * `options` with every name of `names` an own property, undefined when not set: what a SQL store
+ * reads of its options (and of its module option) never reaches `Object.prototype`, where a
+ * vulnerable deep merge elsewhere in the app may have left a `table`, a `pool` or an `ownsPool`
+ * that every object answers to (see `ownOptions`).
+ */
+export function ownSqlOptions<T extends object>(options: T, names: readonly string[]): T {
+  return ownOptions(options, { known: names, elsewhere: {} });
 }
