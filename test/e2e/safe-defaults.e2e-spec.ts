@@ -33,7 +33,6 @@ import {
   deleteKeysUnder,
   inspectionClient,
   bytesUnder,
-  keysUnder,
   recordKeysUnder,
   testRedisUrl,
   uniquePrefix,
