@@ -14,7 +14,7 @@
   (claim-2.lua), and its completed record what the entry carried, for listing. Times are ms
   since the epoch, Redis's clock.
 
-  A first execution pays an HSET (claim), an HDEL and an RPUSH (completion); a 409, a 422 and a
+  A first execution pays an HSET (claim), an HDEL, an RPUSH and a PEXPIRE (completion); a 409, a 422 and a
   replay nothing. Keys of one space share their slot, and so do the records and steps their ids
   name: a script given one of them (in KEYS) may touch the others (listing-prune.lua,
   delete-4.lua, list-0.lua). A script given the record key in place of its index keys (a key the

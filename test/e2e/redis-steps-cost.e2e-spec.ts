@@ -124,6 +124,7 @@ describe('what a run costs Redis, with and without steps', () => {
       'set',
       'hdel',
       'rpush',
+      'pexpire',
       'sadd',
     ]);
     expect(await commands(() => store.claim('{k1}', { ...claim, token: 'b' }))).toEqual([
@@ -156,6 +157,7 @@ describe('what a run costs Redis, with and without steps', () => {
       'set',
       'hdel',
       'rpush',
+      'pexpire',
     ]);
     // A 409 and a 422 read the record's head only.
     await store.claim('{k4}', claim);
@@ -218,6 +220,7 @@ describe('what a run costs Redis, with and without steps', () => {
       'set',
       'hdel',
       'rpush',
+      'pexpire',
       'del',
     ]);
   });
