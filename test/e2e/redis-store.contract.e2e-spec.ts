@@ -5,11 +5,15 @@ import { testRedisUrl, uniquePrefix } from '../support/redis';
 import { RedisClusterProcesses, startRedisCluster } from '../support/redis-server';
 
 const realTime = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+// Leases and ttls on a real clock: long enough that a busy CI machine (the NestJS 12 lane's two
+// workers on two cores) does not outlive one between two calls of a test.
+const leaseMs = 800;
 
 runIdempotencyStoreContract({
   name: 'RedisIdempotencyStore on a single redis-server',
   createStore: () => new RedisIdempotencyStore(new Redis(testRedisUrl()), { ownsClient: true }),
   advanceTime: realTime,
+  leaseMs,
   keyPrefix: uniquePrefix('contract-single'),
 });
 
@@ -26,6 +30,7 @@ runIdempotencyStoreContract({
       { ownsClient: true },
     ),
   advanceTime: realTime,
+  leaseMs,
 });
 
 let cluster: RedisClusterProcesses;
@@ -41,5 +46,6 @@ runIdempotencyStoreContract({
     await cluster.stop();
   },
   advanceTime: realTime,
+  leaseMs,
   keyPrefix: uniquePrefix('contract-cluster'),
 });
