@@ -198,11 +198,12 @@ describe.each(STORES)('IdempotencyService.run() on the %s store', (kind) => {
     };
     try {
       const gate = deferred();
-      const first = service.run(key, () => gate.promise.then(() => 'done'), { lockTtl: 300 });
-      // Four renewals, a third of the lease apart: past the first lease (300 ms) and beyond.
+      // A lease long enough that a busy CI machine renews it in time (a third of it apart).
+      const first = service.run(key, () => gate.promise.then(() => 'done'), { lockTtl: 900 });
+      // Four renewals, a third of the lease apart: past the first lease (900 ms) and beyond.
       await renewed.promise;
       await expect(
-        service.run(key, async () => 'twice', { onConflict: 'reject', lockTtl: 300 }),
+        service.run(key, async () => 'twice', { onConflict: 'reject', lockTtl: 900 }),
       ).rejects.toBeInstanceOf(IdempotencyInProgressError);
       gate.resolve();
       await expect(first).resolves.toBe('done');
