@@ -10,6 +10,14 @@
     completed: 'c', fingerprint, meta, body, completion time (ms since the epoch, Redis's clock;
                missing in records written before script version 5), the listing entry of its
                claim (as pending)
+               or 'C', the same with '' for the body: a body over 4 KiB lives apart, at the
+               record key and ':b' (since script version 7; complete-4.lua)
+
+  The app claims most keys without this script (redis-idempotency.store.ts): SET NX PX GET with
+  a pending record it packs itself (redis-records.ts), which replies the record in the way
+  (bounded by storing large bodies apart), then HSET of the listing entry. This script claims
+  for a duplicate that waits (which marks the record), for a resumable run (claim-3.lua) and
+  where a key's body could not live apart.
 
   Readers unpack the values they need and ignore any that follow, so a value appended at the
   end changes no reader.
@@ -29,6 +37,8 @@
             the channel named like the key
     ARGV[5] route, ARGV[6] label: what operators list the claim by ('' and '': none)
     ARGV[7] the record's id in its listing space: the key's trailing {hash tag}
+    ARGV[8] '1': prune the index (listing-prune.lua) if the claim takes the key; it also does in
+            one claim in 128 of its own
 
   Output: { code, lease ms left, meta, body }
     1 claimed      the caller now owns a fresh lease
@@ -55,7 +65,7 @@ if head == '' then
   local entry = cmsgpack.pack(now, now + ARGV[3], ARGV[5], ARGV[6], 0, 0)
   rcall('SET', key, cmsgpack.pack('p', ARGV[2], ARGV[1], 0, entry), 'PX', ARGV[3])
   rcall('HSET', KEYS[2], ARGV[7], entry)
-  if now % 128 == 0 then
+  if now % 128 == 0 or ARGV[8] == '1' then
     local runs, id = KEYS[2], ARGV[7]
     --- @include listing-prune
   end
@@ -86,6 +96,13 @@ end
 
 if state == 'c' then
   return {4, 0, third, fourth}
+end
+if state == 'C' then
+  local body = rcall('GET', key .. ':b')
+  if not body then
+    return redis.error_reply('the body of completed record ' .. key .. ' is missing (evicted?)')
+  end
+  return {4, 0, third, body}
 end
 
 if third == ARGV[1] then

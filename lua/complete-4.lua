@@ -17,6 +17,8 @@
     ARGV[6] '1': add ARGV[4] to the set of ttls (the store does now and then: a ttl stays in
             the set while its done list lives)
     ARGV[7] the record's id in its listing space: the key's trailing {hash tag}
+    ARGV[8] '1': a body over 4 KiB is stored apart, at the record key and ':b' (its slot); the
+            record is then 'C', with '' for its body (see claim-2.lua)
 
   Output:
     1 stored
@@ -40,8 +42,13 @@ end
 -- in 7). The claim's listing entry follows, for what it carried.
 local time = rcall('TIME')
 local completedAt = time[1] * 1000 + math.floor(time[2] / 1000)
-local record = entry and cmsgpack.pack('c', fingerprint, ARGV[2], ARGV[3], completedAt, entry)
-  or cmsgpack.pack('c', fingerprint, ARGV[2], ARGV[3], completedAt)
+local completed, body = 'c', ARGV[3]
+if #body > 4096 and ARGV[8] == '1' then
+  completed, body = 'C', ''
+  rcall('SET', key .. ':b', ARGV[3], 'PX', ARGV[4])
+end
+local record = entry and cmsgpack.pack(completed, fingerprint, ARGV[2], body, completedAt, entry)
+  or cmsgpack.pack(completed, fingerprint, ARGV[2], body, completedAt)
 rcall('SET', key, record, 'PX', ARGV[4])
 if KEYS[2] ~= key then
   -- Listed as completed (see listing-index.lua): one list per ttl, in completion order, so that

@@ -6,7 +6,7 @@
   Input:
     KEYS[1..4] as complete-4.lua
     KEYS[5] steps key (see claim-3.lua)
-    ARGV[1..7] as complete-4.lua
+    ARGV[1..8] as complete-4.lua
 
   Output: as complete-4.lua (the steps are deleted only when it stored the response)
 ]]

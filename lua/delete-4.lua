@@ -29,7 +29,7 @@ if KEYS[2] ~= key then
   rcall('HDEL', KEYS[2], id)
   local value = rcall('GET', key)
   local state, _, _, _, completedAt = cmsgpack.unpack(value or cmsgpack.pack(''))
-  if state == 'c' and completedAt then
+  if (state == 'c' or state == 'C') and completedAt then
     local space = string.sub(KEYS[3], 1, -5)
     for _, ttl in ipairs(rcall('SMEMBERS', KEYS[3])) do
       rcall('LREM', space .. 'done:' .. ttl, 1, completedAt .. id)
@@ -38,6 +38,11 @@ if KEYS[2] ~= key then
 end
 
 local steps = KEYS[4] ~= key and rcall('DEL', KEYS[4]) or 0
+-- A body stored apart (see claim-2.lua): only a 'C' record has one, in its slot.
+local value = rcall('GET', key)
+if value and string.sub(value, 1, 2) == '\161C' then
+  rcall('DEL', key .. ':b')
+end
 if rcall('DEL', key) == 0 then
   return steps
 end

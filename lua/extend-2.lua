@@ -20,14 +20,22 @@ if not value then
   return 0
 end
 
-local state, _, owner = cmsgpack.unpack(value)
+local state, fingerprint, owner, waiting, claimed = cmsgpack.unpack(value)
 if state ~= 'p' or owner ~= ARGV[1] then
   return 0
 end
 
-rcall('PEXPIRE', key, ARGV[2])
+--- @include listing-index
+if claimed then
+  -- The record's copy of its entry keeps the lease's end too: a duplicate claimed without a
+  -- script tells its caller when to retry from it (redis-idempotency.store.ts).
+  local claimedAt, _, route, label = cmsgpack.unpack(claimed)
+  claimed = cmsgpack.pack(claimedAt, nowMs() + ARGV[2], route, label, 0, 0)
+  rcall('SET', key, cmsgpack.pack(state, fingerprint, owner, waiting, claimed), 'PX', ARGV[2])
+else
+  rcall('PEXPIRE', key, ARGV[2])
+end
 if KEYS[2] ~= key then
-  --- @include listing-index
   local id = listingId(key)
   local entry = rcall('HGET', KEYS[2], id)
   if entry then

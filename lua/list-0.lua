@@ -153,7 +153,7 @@ local function completedRecord(id, at)
     return
   end
   local state, _, meta, _, completedAt, claim = cmsgpack.unpack(value)
-  if state == 'c' and completedAt == at then
+  if (state == 'c' or state == 'C') and completedAt == at then
     local route, label = false, false
     if claim then
       route, label = select(3, cmsgpack.unpack(claim))

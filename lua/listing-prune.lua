@@ -16,7 +16,7 @@ for i = 1, #scan[2], 2 do
   if old ~= '~' then
     local claimedAt, _, _, _, released = cmsgpack.unpack(scan[2][i + 1])
     local head = redis.call('GETRANGE', prefix .. old, 0, 1)
-    if head == '\161c' or (head == '' and redis.call('EXISTS', prefix .. old .. ':steps') == 0
+    if head == '\161c' or head == '\161C' or (head == '' and redis.call('EXISTS', prefix .. old .. ':steps') == 0
         and (released > 0 or claimedAt < now - 86400000)) then
       redis.call('HDEL', runs, old)
     end

@@ -31,16 +31,33 @@ describe('what a cheap request costs Redis, whatever the stored body size', () =
     expect(await store.claim('big', claim)).toEqual({ status: 'claimed' });
     const body = Buffer.alloc(1024 * 1024, 'x');
     expect(await store.complete('big', 'first', { meta: '{}', body }, 60_000)).toBe(true);
+    // The body lives apart: the record, which the claim's SET ... GET replies, stays small.
+    expect(await client.strlen('big')).toBeLessThan(256);
+    expect(await client.strlen('big:b')).toBe(body.length);
     await client.config('RESETSTAT');
     const other = { token: 'second', fingerprint: 'fingerprint-b', leaseMs: 30_000 };
     expect(await store.claim('big', other)).toEqual({ status: 'key_reused' });
-    // The state and fingerprint come from the record's first bytes; GET would copy all of it.
+    expect(await calls(client, 'set')).toBe(1);
     expect(await calls(client, 'get')).toBe(0);
-    expect(await calls(client, 'getrange')).toBe(1);
-    // A replay still reads it whole.
+    // A replay reads the body, in a second round trip.
     const replay = await store.claim('big', { ...claim, token: 'third' });
     expect(replay.status).toBe('completed');
     expect(replay.status === 'completed' && replay.response.body.equals(body)).toBe(true);
+    expect(await calls(client, 'get')).toBe(1);
+  });
+
+  it('keeps a body of up to 4 KiB in its record: a replay is one round trip', async () => {
+    const claim = { token: 'first', fingerprint: 'f', leaseMs: 30_000 };
+    await store.claim('small', claim);
+    const body = Buffer.alloc(4096, 'y');
+    expect(await store.complete('small', 'first', { meta: '{}', body }, 60_000)).toBe(true);
+    expect(await client.exists('small:b')).toBe(0);
+    await client.config('RESETSTAT');
+    const replay = await store.claim('small', { ...claim, token: 'second' });
+    expect(replay.status === 'completed' && replay.response.body.equals(body)).toBe(true);
+    expect(await calls(client, 'set')).toBe(1);
+    expect(await calls(client, 'get')).toBe(0);
+    expect(await calls(client, 'evalsha')).toBe(0);
   });
 
   it('answers 409 without reading the record twice', async () => {

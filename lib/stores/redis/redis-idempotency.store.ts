@@ -13,9 +13,21 @@ import {
 import type { ListRecordsPage, ListRecordsQuery, RecordCounts } from '../record-listing';
 import { clientReady, disconnect } from './redis-connection';
 import { evictingPolicy, evictionWarning } from './redis-eviction';
-import { defineIdempotencyCommands, IdempotencyCommands } from './redis-scripts';
+import {
+  defineIdempotencyCommands,
+  type IdempotencyCommands,
+  nativeCommand,
+  type NativeCommand,
+} from './redis-scripts';
 import { RedisListing } from './redis-listing';
 import { checkRedisStoreOptions, type RedisIdempotencyStoreOptions } from './redis-options';
+import {
+  bodyKey,
+  listingEntry,
+  pendingRecord,
+  type RecordValue,
+  unpackRecord,
+} from './redis-records';
 import { decodeStepNames, decodeSteps, noHashTag, stepsKey } from './redis-steps';
 import { RedisSubscriptions } from './redis-subscriptions';
 
@@ -29,6 +41,15 @@ const enum ClaimCode {
   Completed = 4,
 }
 
+const CLAIMED: ClaimResult = { status: 'claimed' };
+const KEY_REUSED: ClaimResult = { status: 'key_reused' };
+
+/**
+ * One claim in this many that would run no script runs lua/claim-2.lua instead, which then also
+ * prunes the listing index (lua/listing-prune.lua), so that its entries never pile up.
+ */
+const PRUNE_EVERY = 128;
+
 /** Codes returned by `lua/inspect-1.lua`. */
 const enum InspectCode {
   Absent = 0,
@@ -37,9 +58,13 @@ const enum InspectCode {
 }
 
 /**
- * The Redis store: one string per key, every operation a single Lua script (one round trip,
- * atomic, keys of one slot only, so it is Cluster-safe). Works with a single node, Sentinel and
- * Cluster clients.
+ * The Redis store: one string per key, every operation one round trip, atomic, on keys of one
+ * slot only, so it is Cluster-safe. Works with a single node, Sentinel and Cluster clients.
+ *
+ * A claim is one native command, `SET key <pending record> NX PX <lease> GET` (see
+ * {@link RedisIdempotencyStore.claim}); completion, release, extension and the rest are Lua
+ * scripts, each a compare-and-set on the owner token. A completed body over 4 KiB lives apart
+ * from its record, at `<key>:b`, so that a claim's reply, and so a 409 or a 422, stays small.
  *
  * Steps of resumable runs (`recordStep`) live in a hash beside the record, `<key>:steps`, in the
  * record's hash slot; the scripts of resumable runs take both keys (claim-3.lua, complete-5.lua).
@@ -60,6 +85,13 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   /** 'PUBLISH', or on a Cluster 'SPUBLISH' (the channel stays on the key's shard). */
   private readonly publish: 'PUBLISH' | 'SPUBLISH';
   private readonly listing: RedisListing;
+  /** Claims so far: one in {@link PRUNE_EVERY} runs a script that prunes the listing index. */
+  private claimCount = 0;
+  /**
+   * How native commands are sent, in order with the scripts; undefined where they cannot be,
+   * or once the server refused SET with both NX and GET (Redis before 7.0): scripts only.
+   */
+  private native?: NativeCommand;
 
   constructor(
     /** The ioredis client (`Redis` or `Cluster`). */
@@ -73,14 +105,32 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     this.subscriptions = new RedisSubscriptions(client);
     this.publish = client.isCluster ? 'SPUBLISH' : 'PUBLISH';
     this.listing = new RedisListing(client, this.commands);
+    this.native = nativeCommand(client);
   }
 
   /**
-   * A `resumable` claim that takes the key returns the steps recorded under it, in index order,
-   * in the same round trip (`lua/claim-3.lua`). A claim that takes the key is listed with its
-   * `about` (`lua/claim-2.lua`).
+   * Most claims run no script: `SET key <pending record> NX PX <lease> GET`, whose reply is nil
+   * when it took the key, or else the record in the way, from which the answer is decided here
+   * (see {@link RedisIdempotencyStore.claimNatively}). A script claims for a duplicate that
+   * waits (it marks the record, `lua/claim-2.lua`), for a `resumable` run (the steps recorded
+   * under the key come back in the same round trip, `lua/claim-3.lua`), and for a key whose body
+   * could not live apart (a Cluster key without a hash tag). A claim that takes the key is listed
+   * with its `about`.
    */
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
+    const prune = ++this.claimCount % PRUNE_EVERY === 0;
+    if (this.native && !prune && !request.resumable && !request.waiting && this.bodyApart(key)) {
+      const answer = await this.claimNatively(this.native, key, request);
+      if (answer !== undefined) return answer;
+    }
+    return this.claimByScript(key, request, prune);
+  }
+
+  private async claimByScript(
+    key: string,
+    request: ClaimRequest,
+    prune: boolean,
+  ): Promise<ClaimResult> {
     const { about } = request;
     const steps = request.resumable ? this.stepsKeyOf(key) : undefined;
     const { keys, id } = this.listing.claimKeys(key, steps);
@@ -92,6 +142,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
       about?.route ?? '',
       about?.label ?? '',
       id,
+      prune ? '1' : '0',
     ];
     const reply = (
       steps
@@ -117,6 +168,72 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     }
   }
 
+  /**
+   * The claim as one native command. Its reply: nil, the key is the caller's (its listing entry
+   * follows, without waiting for it); a pending record, 409 (or the caller's own claim, sent
+   * again by ioredis after its reply was lost with the connection); a completed record, replayed
+   * (a body stored apart in a second round trip: over 4 KiB); another fingerprint, 422.
+   * Undefined where the script must decide: a server before Redis 7.0, or a body gone from
+   * beside its record.
+   */
+  private async claimNatively(
+    native: NativeCommand,
+    key: string,
+    request: ClaimRequest,
+  ): Promise<ClaimResult | undefined> {
+    const { keys, id } = this.listing.claimKeys(key);
+    const now = Date.now();
+    const entry = listingEntry(
+      now,
+      now + request.leaseMs,
+      request.about?.route,
+      request.about?.label,
+    );
+    let reply: Buffer | null;
+    try {
+      const record = pendingRecord(request.fingerprint, request.token, entry);
+      reply = (await native(
+        'set',
+        key,
+        record,
+        'PX',
+        request.leaseMs,
+        'NX',
+        'GET',
+      )) as Buffer | null;
+    } catch (error) {
+      if (!/syntax error/i.test((error as Error).message)) throw error;
+      this.native = undefined;
+      return undefined;
+    }
+    if (reply !== null) {
+      const [state, fingerprint, third, fourth, fifth] = unpackRecord(reply, 5);
+      if (mismatch(request.fingerprint, fingerprint)) return KEY_REUSED;
+      if (state === null || typeof state === 'number') return undefined;
+      if (state[0] === 0x63 /* 'c' */) {
+        return { status: 'completed', response: { meta: String(third), body: bytes(fourth) } };
+      }
+      if (state[0] === 0x43 /* 'C' */) {
+        const body = (await native('get', bodyKey(key))) as Buffer | null;
+        if (body === null) return undefined;
+        return { status: 'completed', response: { meta: String(third), body } };
+      }
+      if (String(third) !== request.token) {
+        const left = leaseLeft(fifth) ?? Number(await native('pttl', key));
+        return { status: 'in_progress', retryAfterMs: Math.max(left, 0) };
+      }
+    }
+    if (keys[1] !== key) {
+      // Not awaited: the handler need not wait for its listing. Sent on the same connection
+      // before the completion or release, which replace it. Should it fail, the claim runs
+      // unlisted (Redis is failing: its completion fails too, and the claim lapses). The
+      // caller's own claim sent again keeps the entry its first send made, if it made one.
+      const set = reply === null ? 'hset' : 'hsetnx';
+      native(set, keys[1], id, entry).catch(() => undefined);
+    }
+    return CLAIMED;
+  }
+
   /** With `clearSteps`, the key's steps are deleted by the same script (`lua/complete-5.lua`). */
   async complete(
     key: string,
@@ -128,7 +245,8 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     const steps = options?.clearSteps ? this.stepsKeyOf(key) : undefined;
     const { keys, register, id } = this.listing.completeKeys(key, ttlMs, steps);
     const body = sendable(response.body);
-    const args = [token, response.meta, body, ttlMs, this.publish, register, id];
+    const apart = this.bodyApart(key) ? '1' : '0';
+    const args = [token, response.meta, body, ttlMs, this.publish, register, id, apart];
     const reply = steps
       ? await this.commands.completeResumable(...keys, ...args)
       : await this.commands.complete(...keys, ...args);
@@ -276,6 +394,13 @@ export class RedisIdempotencyStore extends IdempotencyStore {
       : { evictionPolicy: policy, warning: evictionWarning(policy) };
   }
 
+  /**
+   * Whether a body of `key` can live apart, at `<key>:b`: in the key's slot (as its steps can).
+   */
+  private bodyApart(key: string): boolean {
+    return stepsKey(this.client, key) !== undefined;
+  }
+
   /** The steps key of `key`, for the calls of resumable runs; throws where it cannot be. */
   private stepsKeyOf(key: string): string {
     const steps = stepsKey(this.client, key);
@@ -290,6 +415,29 @@ export class RedisIdempotencyStore extends IdempotencyStore {
  */
 function sendable(body: Buffer): string | Buffer {
   return isUtf8(body) ? body.toString('utf8') : body;
+}
+
+/** Whether a record's fingerprint refuses the caller's (lua/claim-2.lua's rule). */
+function mismatch(requested: string, stored: RecordValue): boolean {
+  return (
+    requested !== '' && Buffer.isBuffer(stored) && stored.length > 0 && String(stored) !== requested
+  );
+}
+
+function bytes(value: RecordValue): Buffer {
+  return Buffer.isBuffer(value) ? value : Buffer.alloc(0);
+}
+
+/**
+ * A pending record's lease left, in ms, from the lease's end its listing entry keeps (the
+ * claim's, renewed by lua/extend-2.lua), on this process's clock; undefined for a record without
+ * one (claimed by script on a key the index cannot hold, or by an older release): the store then
+ * asks Redis (PTTL, a second round trip).
+ */
+function leaseLeft(entry: RecordValue): number | undefined {
+  if (!Buffer.isBuffer(entry)) return undefined;
+  const leaseEnd = unpackRecord(entry, 2)[1];
+  return typeof leaseEnd === 'number' ? leaseEnd - Date.now() : undefined;
 }
 
 /** `inspection` with the steps `lua/inspect-2.lua` replied, when there are any. */

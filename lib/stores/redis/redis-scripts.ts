@@ -4,7 +4,7 @@ import { join } from 'node:path';
 // must leave whatever the clock does.
 import { setImmediate } from 'node:timers';
 import type { Cluster, Redis } from 'ioredis';
-import { packageFolder } from '../../utils/load-optional';
+import { loadOptional, packageFolder } from '../../utils/load-optional';
 
 /**
  * Where the package keeps its Lua scripts: `lua/` at the package root, next to `lib/` and `dist/`.
@@ -17,9 +17,10 @@ let luaDir: string | undefined;
  * Script names carry a version: a client shared by two versions of this package, or a script
  * changed in a later release, never runs the wrong body under a cached SHA. 5: completed records
  * carry their completion time (a 5th value, which earlier scripts ignore). 6: the scripts keep
- * the listing index (lua/listing-index.lua), and completed records what their claim carried.
+ * the listing index (lua/listing-index.lua), and completed records what their claim carried. 7:
+ * bodies over 4 KiB live apart (a 'C' record), and most claims run no script (see claim-2.lua).
  */
-const SCRIPT_VERSION = 6;
+const SCRIPT_VERSION = 7;
 
 /** Each script's file, `lua/<name>-<number of keys>.lua`. */
 const SCRIPTS = {
@@ -110,6 +111,33 @@ export function defineIdempotencyCommands(client: Redis | Cluster): IdempotencyC
     }
   }
   return commands;
+}
+
+/** Sends a native command, e.g. `SET`, with Buffer replies, in order with the scripts. */
+export type NativeCommand = (name: string, ...args: (string | Buffer | number)[]) => Promise<Reply>;
+
+/**
+ * How the store sends native commands on `client`: the way its scripts go (see
+ * {@link defineIdempotencyCommands}), so that commands and scripts reach Redis in the order they
+ * were sent. Through a Cluster, its own routing. On a single node, a `Command` sent directly on the
+ * corked socket; undefined where that cannot be (a client of another copy of ioredis than the one
+ * this package loads): the store then sends scripts only.
+ */
+export function nativeCommand(client: Redis | Cluster): NativeCommand | undefined {
+  if (client.isCluster) {
+    // `<name>Buffer`, not callBuffer: ioredis's auto-pipelining drops the name of a `call`.
+    const target = client as unknown as Record<string, (...args: unknown[]) => Promise<Reply>>;
+    return (name, ...args) => target[`${name}Buffer`].call(client, ...args);
+  }
+  const ioredis = loadOptional<typeof import('ioredis')>('ioredis');
+  if (!ioredis || !(client instanceof ioredis.Redis)) return undefined;
+  const { Command } = ioredis;
+  const redis = client as Redis;
+  const options = { replyEncoding: null, keyPrefix: redis.options.keyPrefix };
+  return (name, ...args) => {
+    corkForThisTurn(redis);
+    return redis.sendCommand(new Command(name, args, options)) as Promise<Reply>;
+  };
 }
 
 /** Sockets corked until the end of this event-loop turn. */
