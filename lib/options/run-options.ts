@@ -50,6 +50,8 @@ export interface ResolvedRunOptions {
  *   "<where>: scope must be a non-empty string", "<where> (<scope>): lockTtl must be ..."
  */
 export function resolveRunOptions(given: unknown, where: string): ResolvedRunOptions {
+  const common = commonRunOptions(given);
+  if (common) return common;
   if (typeof (given ?? {}) !== 'object' || Array.isArray(given)) {
     throw new TypeError(`${where}: options must be an object, got ${describe(given)}`);
   }
@@ -64,6 +66,36 @@ export function resolveRunOptions(given: unknown, where: string): ResolvedRunOpt
     Object.entries(checked).filter(([, value]) => value !== undefined),
   ) as RunOverrides;
   return { scope, fingerprint, overrides };
+}
+
+/** The overrides of a run() call that replaces none of the module's options: one object. */
+export const NO_OVERRIDES: RunOverrides = Object.freeze({});
+const DEFAULTS: ResolvedRunOptions = Object.freeze({
+  scope: DEFAULT_RUN_SCOPE,
+  fingerprint: undefined,
+  overrides: NO_OVERRIDES,
+});
+
+/**
+ * The usual options of a run() call, resolved without the general path's copies: none, or an
+ * object literal (its prototype `Object.prototype`) whose own names are `scope` (a non-empty
+ * string) and `fingerprint` only, which replace none of the module's options. Undefined for
+ * anything else, which {@link resolveRunOptions} reads and checks in full (and an error names).
+ */
+function commonRunOptions(given: unknown): ResolvedRunOptions | undefined {
+  if (given === undefined) return DEFAULTS;
+  if (typeof given !== 'object' || given === null) return undefined;
+  if (Reflect.getPrototypeOf(given) !== Object.prototype) return undefined;
+  let scope: unknown = DEFAULT_RUN_SCOPE;
+  let fingerprint: unknown;
+  for (const name of Object.keys(given)) {
+    if (name === 'scope') scope = (given as { scope: unknown }).scope;
+    else if (name === 'fingerprint') fingerprint = (given as { fingerprint: unknown }).fingerprint;
+    else return undefined;
+  }
+  if (scope === undefined) scope = DEFAULT_RUN_SCOPE;
+  if (typeof scope !== 'string' || scope === '') return undefined;
+  return { scope, fingerprint, overrides: NO_OVERRIDES };
 }
 
 /**

@@ -23,7 +23,13 @@ import type {
   IdempotencyRunOptions,
   IdempotencyStepOptions,
 } from '../interfaces/idempotency-run-options.interface';
-import { resolveRunOptions, type ResolvedModuleOptions, type ResolvedRunOptions } from '../options';
+import {
+  NO_OVERRIDES,
+  resolveRunOptions,
+  type ResolvedModuleOptions,
+  type ResolvedRunOptions,
+  type RunOverrides,
+} from '../options';
 import { IdempotencyStore } from '../stores/idempotency.store';
 import { errorStatus } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
@@ -47,6 +53,8 @@ const MAX_FINGERPRINT = 1024 * 1024;
 export class IdempotencyService implements BeforeApplicationShutdown {
   private readonly logger = new Logger('Idempotency');
   private readonly core: ClaimCore;
+  /** run()'s options for the calls that override none of the module's (see optionsOf). */
+  private runDefaults?: ResolvedIdempotencyOptions;
 
   constructor(
     private readonly store: IdempotencyStore,
@@ -148,6 +156,26 @@ export class IdempotencyService implements BeforeApplicationShutdown {
 
   /** The claim of a call: its store key, a new owner token and its options over the module's. */
   private claimOf(key: IdempotencyRunKey, { scope, overrides }: ResolvedRunOptions): Claim {
+    const options = this.optionsOf(overrides);
+    const space = RUN_SPACE + scope;
+    const text = runKeyText(key, options.maxKeyLength);
+    return {
+      key: recordKey(options.keyPrefix, space, text),
+      token: ownerToken(),
+      options,
+      handler: space,
+      route: space,
+      scope: space,
+      clientKey: text,
+    };
+  }
+
+  /**
+   * run()'s options: the module's, with run()'s own defaults, and the call's overrides over
+   * them; made once for the calls that override none (read only, as every claim's options).
+   */
+  private optionsOf(overrides: RunOverrides): ResolvedIdempotencyOptions {
+    if (overrides === NO_OVERRIDES && this.runDefaults) return this.runDefaults;
     const options: ResolvedIdempotencyOptions = {
       ...this.options,
       onConflict: 'wait',
@@ -160,17 +188,8 @@ export class IdempotencyService implements BeforeApplicationShutdown {
       (options.transactional && transactionalStoreProblem(this.store)) ||
       (options.resumable && stepStoreProblem(this.store, options.transactional));
     if (problem) throw new TypeError(`IdempotencyService.run: ${problem}`);
-    const space = RUN_SPACE + scope;
-    const text = runKeyText(key, options.maxKeyLength);
-    return {
-      key: recordKey(options.keyPrefix, space, text),
-      token: ownerToken(),
-      options,
-      handler: space,
-      route: space,
-      scope: space,
-      clientKey: text,
-    };
+    if (overrides === NO_OVERRIDES) this.runDefaults = options;
+    return options;
   }
 
   private fingerprintOf(value: unknown): string {

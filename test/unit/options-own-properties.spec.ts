@@ -126,6 +126,37 @@ describe('options read as own properties, with Object.prototype polluted', () =>
     expect(polluted(overrides.transactional as object, ['connectionName'])).toEqual([]);
   });
 
+  it("run()'s usual options (a scope, a fingerprint, or none), read without the full copy, alike", () => {
+    const where = 'IdempotencyService.run';
+    for (const given of [undefined, {}, { scope: undefined }]) {
+      expect(resolveRunOptions(given, where)).toEqual({
+        scope: 'default',
+        fingerprint: undefined,
+        overrides: {},
+      });
+    }
+    const fingerprint = { amount: 3 };
+    expect(resolveRunOptions({ scope: 'orders', fingerprint }, where)).toEqual({
+      scope: 'orders',
+      fingerprint,
+      overrides: {},
+    });
+    // What the usual path leaves to the full one: refused, or read, as before.
+    expect(() => resolveRunOptions({ scope: '' }, where)).toThrow(
+      'IdempotencyService.run: scope must be a non-empty string',
+    );
+    expect(() => resolveRunOptions({ scpoe: 'orders' }, where)).toThrow(/did you mean `scope`/);
+    expect(resolveRunOptions({ scope: 'orders', lockTtl: '5s' }, where).overrides).toEqual({
+      lockTtl: 5_000,
+    });
+    class Defaults {
+      get scope() {
+        return 'from-a-getter';
+      }
+    }
+    expect(resolveRunOptions(new Defaults(), where).scope).toBe('from-a-getter');
+  });
+
   it("@IdempotentMethod()'s and step()'s options", () => {
     expect(polluted(checkMethodOptions({ key: () => 'k' }), METHOD_OPTION_NAMES)).toEqual([]);
     expect(polluted(checkStepOptions({}, 'step'), STEP_OPTION_NAMES)).toEqual([]);
