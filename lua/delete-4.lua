@@ -38,9 +38,9 @@ if KEYS[2] ~= key then
 end
 
 local steps = KEYS[4] ~= key and rcall('DEL', KEYS[4]) or 0
--- A body stored apart (see claim-2.lua): only a 'C' record has one, in its slot.
-local value = rcall('GET', key)
-if value and string.sub(value, 1, 2) == '\161C' then
+-- A body stored apart (see claim-2.lua), where a key can have one (where it can have steps: in its
+-- slot): also one its record left behind (deleted by a release that did not know it).
+if KEYS[4] ~= key then
   rcall('DEL', key .. ':b')
 end
 if rcall('DEL', key) == 0 then

@@ -25,9 +25,23 @@ export function encodeValue(value: unknown): string {
   return JSON.stringify(toJson(value, new Set()));
 }
 
-/** The value {@link encodeValue} was given. Throws on text it did not write. */
+/**
+ * The value {@link encodeValue} was given. Throws on text it did not write. Plain JSON (no
+ * object with a `$` key: nothing was tagged) is JSON.parse's value as it is, which holds every
+ * field as its own property, `__proto__` too.
+ */
 export function decodeValue(text: string): unknown {
-  return fromJson(JSON.parse(text));
+  const json: unknown = JSON.parse(text);
+  return untagged(json) ? json : fromJson(json);
+}
+
+/** Whether no object in `json` has a `$` key: then nothing in it is a tag. */
+function untagged(json: unknown): boolean {
+  if (json === null || typeof json !== 'object') return true;
+  if (Array.isArray(json)) return json.every(untagged);
+  if (Object.hasOwn(json, '$')) return false;
+  // Own fields only, as fromJson reads them: never what a polluted prototype holds.
+  return Object.values(json).every(untagged);
 }
 
 function toJson(value: unknown, path: Set<object>): unknown {

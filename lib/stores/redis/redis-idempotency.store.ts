@@ -21,13 +21,7 @@ import {
 } from './redis-scripts';
 import { RedisListing } from './redis-listing';
 import { checkRedisStoreOptions, type RedisIdempotencyStoreOptions } from './redis-options';
-import {
-  bodyKey,
-  listingEntry,
-  pendingRecord,
-  type RecordValue,
-  unpackRecord,
-} from './redis-records';
+import { listingEntry, pendingRecord, type RecordValue, unpackRecord } from './redis-records';
 import { decodeStepNames, decodeSteps, noHashTag, stepsKey } from './redis-steps';
 import { RedisSubscriptions } from './redis-subscriptions';
 
@@ -171,10 +165,10 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   /**
    * The claim as one native command. Its reply: nil, the key is the caller's (its listing entry
    * follows, without waiting for it); a pending record, 409 (or the caller's own claim, sent
-   * again by ioredis after its reply was lost with the connection); a completed record, replayed
-   * (a body stored apart in a second round trip: over 4 KiB); another fingerprint, 422.
-   * Undefined where the script must decide: a server before Redis 7.0, or a body gone from
-   * beside its record.
+   * again by ioredis after its reply was lost with the connection); a completed record, replayed;
+   * another fingerprint, 422. Undefined where the script must answer: a completed body over
+   * 4 KiB (stored apart: the script reads it with its record), a SET Redis refused (a full
+   * Redis; before Redis 7.0, NX with GET).
    */
   private async claimNatively(
     native: NativeCommand,
@@ -202,10 +196,14 @@ export class RedisIdempotencyStore extends IdempotencyStore {
         'GET',
       )) as Buffer | null;
     } catch (error) {
-      if (!/syntax error/i.test((error as Error).message)) throw error;
-      this.native = undefined;
+      // Redis refused the command, not the connection: a SET refused even where NX writes
+      // nothing (OOM under noeviction, NOREPLICAS, MISCONF...), which the script, writing only
+      // when it takes the key, answers for every read; before Redis 7.0, NX with GET at all.
+      if ((error as Error).name !== 'ReplyError') throw error;
+      if (/syntax error/i.test((error as Error).message)) this.native = undefined;
       return undefined;
     }
+    let claimed = entry;
     if (reply !== null) {
       const [state, fingerprint, third, fourth, fifth] = unpackRecord(reply, 5);
       if (mismatch(request.fingerprint, fingerprint)) return KEY_REUSED;
@@ -213,23 +211,25 @@ export class RedisIdempotencyStore extends IdempotencyStore {
       if (state[0] === 0x63 /* 'c' */) {
         return { status: 'completed', response: { meta: String(third), body: bytes(fourth) } };
       }
-      if (state[0] === 0x43 /* 'C' */) {
-        const body = (await native('get', bodyKey(key))) as Buffer | null;
-        if (body === null) return undefined;
-        return { status: 'completed', response: { meta: String(third), body } };
+      // A body stored apart: read with its record by the script, of one moment (a GET after
+      // this reply could find another completion's), which also frees a key whose body Redis
+      // evicted.
+      if (state[0] === 0x43 /* 'C' */) return undefined;
+      if (!sameBytes(third, request.token)) {
+        const left = leaseLeft(fifth);
+        // A lease end past, on a live record: renewed by a release that kept no end in it, or
+        // this clock is ahead. Redis knows.
+        const retryAfterMs = left > 0 ? left : Number(await native('pttl', key));
+        return { status: 'in_progress', retryAfterMs: Math.max(retryAfterMs, 0) };
       }
-      if (String(third) !== request.token) {
-        const left = leaseLeft(fifth) ?? Number(await native('pttl', key));
-        return { status: 'in_progress', retryAfterMs: Math.max(left, 0) };
-      }
+      // The caller's own claim, sent again: listed as its first send would have been.
+      if (Buffer.isBuffer(fifth)) claimed = fifth;
     }
     if (keys[1] !== key) {
       // Not awaited: the handler need not wait for its listing. Sent on the same connection
       // before the completion or release, which replace it. Should it fail, the claim runs
-      // unlisted (Redis is failing: its completion fails too, and the claim lapses). The
-      // caller's own claim sent again keeps the entry its first send made, if it made one.
-      const set = reply === null ? 'hset' : 'hsetnx';
-      native(set, keys[1], id, entry).catch(() => undefined);
+      // unlisted (Redis is failing: its completion fails too, and the claim lapses).
+      native('hset', keys[1], id, claimed).catch(() => undefined);
     }
     return CLAIMED;
   }
@@ -420,8 +420,16 @@ function sendable(body: Buffer): string | Buffer {
 /** Whether a record's fingerprint refuses the caller's (lua/claim-2.lua's rule). */
 function mismatch(requested: string, stored: RecordValue): boolean {
   return (
-    requested !== '' && Buffer.isBuffer(stored) && stored.length > 0 && String(stored) !== requested
+    requested !== '' &&
+    Buffer.isBuffer(stored) &&
+    stored.length > 0 &&
+    !sameBytes(stored, requested)
   );
+}
+
+/** Whether `stored` holds the bytes ioredis sends for `text`, as the scripts compare them. */
+function sameBytes(stored: RecordValue, text: string): boolean {
+  return Buffer.isBuffer(stored) && stored.equals(Buffer.from(text));
 }
 
 function bytes(value: RecordValue): Buffer {
@@ -430,14 +438,14 @@ function bytes(value: RecordValue): Buffer {
 
 /**
  * A pending record's lease left, in ms, from the lease's end its listing entry keeps (the
- * claim's, renewed by lua/extend-2.lua), on this process's clock; undefined for a record without
- * one (claimed by script on a key the index cannot hold, or by an older release): the store then
+ * claim's, renewed by lua/extend-2.lua), on this process's clock; 0 for a record without one
+ * (claimed by script on a key the index cannot hold, or by an older release): the store then
  * asks Redis (PTTL, a second round trip).
  */
-function leaseLeft(entry: RecordValue): number | undefined {
-  if (!Buffer.isBuffer(entry)) return undefined;
+function leaseLeft(entry: RecordValue): number {
+  if (!Buffer.isBuffer(entry)) return 0;
   const leaseEnd = unpackRecord(entry, 2)[1];
-  return typeof leaseEnd === 'number' ? leaseEnd - Date.now() : undefined;
+  return typeof leaseEnd === 'number' ? leaseEnd - Date.now() : 0;
 }
 
 /** `inspection` with the steps `lua/inspect-2.lua` replied, when there are any. */

@@ -13,9 +13,6 @@
  */
 export const INLINE_BODY_MAX = 4096;
 
-/** The key of a record's body stored apart: the record key and `:b`, in its slot. */
-export const bodyKey = (key: string): string => `${key}:b`;
-
 /** One value of a record: a string (as bytes), an integer, or nil. */
 export type RecordValue = Buffer | number | null;
 
