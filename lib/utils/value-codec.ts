@@ -22,7 +22,33 @@ interface Tagged {
  * another typed array or a DataView.
  */
 export function encodeValue(value: unknown): string {
-  return JSON.stringify(toJson(value, new Set()));
+  return JSON.stringify(plainJson(value, 0) ? value : toJson(value, new Set()));
+}
+
+/**
+ * Whether `value` is JSON as it is: nothing to tag, no `toJSON()` to call, nothing to refuse,
+ * so that JSON.stringify writes what it would write of {@link toJson}'s copy. Plain objects
+ * (their prototype `Object.prototype` or none) and arrays, at most 32 deep (deeper, or a cycle:
+ * the full path, which refuses a cycle).
+ */
+function plainJson(value: unknown, depth: number): boolean {
+  if (value === null) return true;
+  const type = typeof value;
+  if (type === 'string' || type === 'number' || type === 'boolean') return true;
+  if (type !== 'object' || depth > 32) return false;
+  if (Array.isArray(value)) {
+    // An item holding undefined is tagged (JSON would write null).
+    return value.every((item) => item !== undefined && plainJson(item, depth + 1));
+  }
+  const prototype = Reflect.getPrototypeOf(value as object);
+  if ((prototype !== Object.prototype && prototype !== null) || Object.hasOwn(value, '$')) {
+    return false;
+  }
+  // As in JSON, a field holding undefined is no field.
+  for (const field of Object.values(value as object)) {
+    if (field !== undefined && !plainJson(field, depth + 1)) return false;
+  }
+  return true;
 }
 
 /**

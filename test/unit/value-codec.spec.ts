@@ -104,6 +104,22 @@ describe('what run(), GraphQL and gRPC replays store of a value', () => {
     expect(roundTrip({ a: shared, b: shared })).toEqual({ a: shared, b: shared });
   });
 
+  it('writes and reads plain JSON as JSON does, tagging only what needs it, however deep', () => {
+    const payment = { id: 'p_1', amount: 1250, paid: true, note: null, lines: [{ sku: 'a' }] };
+    expect(encodeValue(payment)).toBe(JSON.stringify(payment));
+    expect(decodeValue(JSON.stringify(payment))).toEqual(payment);
+    const bare = Object.assign(Object.create(null) as object, { a: 1 });
+    expect(encodeValue(bare)).toBe('{"a":1}');
+    expect(encodeValue({ a: undefined, b: [1, undefined] })).toBe('{"b":[1,{"$":"u"}]}');
+    // Deeper than the plain check looks, a tag still comes back.
+    let deep: unknown = new Date(5);
+    for (let i = 0; i < 40; i++) deep = { d: deep };
+    expect(decodeValue(encodeValue(deep))).toEqual(deep);
+    const cycle: Record<string, unknown> = {};
+    cycle.self = { back: cycle };
+    expect(() => encodeValue(cycle)).toThrow(/cycle/);
+  });
+
   it('refuses a tag it does not know', () => {
     expect(() => decodeValue('{"$":"zz"}')).toThrow(/unknown stored value tag/);
   });
