@@ -41,7 +41,10 @@ function plainJson(value: unknown, depth: number): boolean {
     return value.every((item) => item !== undefined && plainJson(item, depth + 1));
   }
   const prototype = Reflect.getPrototypeOf(value as object);
-  if ((prototype !== Object.prototype && prototype !== null) || Object.hasOwn(value, '$')) {
+  if (
+    (prototype !== Object.prototype && prototype !== null) ||
+    Object.hasOwn(value as object, '$')
+  ) {
     return false;
   }
   // As in JSON, a field holding undefined is no field.

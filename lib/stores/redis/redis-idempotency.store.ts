@@ -98,8 +98,16 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     this.commands = defineIdempotencyCommands(client);
     this.subscriptions = new RedisSubscriptions(client);
     this.publish = client.isCluster ? 'SPUBLISH' : 'PUBLISH';
-    this.listing = new RedisListing(client, this.commands);
+    // Its own property only, as every option is read: never one a polluted prototype holds.
+    const listing = !(Object.hasOwn(options, 'listing') && options.listing === false);
+    this.listing = new RedisListing(client, this.commands, listing);
     this.native = nativeCommand(client);
+    if (!listing) {
+      // A store that does not list, as the module tells one: without these optional methods.
+      for (const name of ['list', 'countRecords', 'markAbandoned'] as const) {
+        Object.defineProperty(this, name, { value: undefined });
+      }
+    }
   }
 
   /**

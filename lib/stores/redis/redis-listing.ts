@@ -58,6 +58,8 @@ export class RedisListing {
   constructor(
     private readonly client: Redis | Cluster,
     private readonly commands: IdempotencyCommands,
+    /** False: no key has a space, so no script keeps the index (the store option `listing`). */
+    private readonly enabled = true,
   ) {
     this.clientPrefix = client.options.keyPrefix ?? '';
   }
@@ -112,6 +114,7 @@ export class RedisListing {
    * place of its index keys.
    */
   private spaceOf(key: string): string | undefined {
+    if (!this.enabled) return undefined;
     const prefix = keyPrefixOf(key);
     if (prefix === undefined || !this.client.isCluster) {
       return prefix === undefined ? undefined : `${prefix}ix:`;
