@@ -10,8 +10,8 @@
     completed: 'c', fingerprint, meta, body, completion time (ms since the epoch, Redis's clock;
                missing in records written before script version 5), the listing entry of its
                claim (as pending)
-               or 'C', the same with '' for the body: a body over 4 KiB lives apart, at the
-               record key and ':b' (since script version 7; complete-4.lua)
+               or 'C', the same with 1 in the body's place: a body over 4 KiB lives apart, at
+               the record key and ':b' (since script version 7; complete-4.lua)
 
   The app claims most keys without this script (redis-idempotency.store.ts): SET NX PX GET with
   a pending record it packs itself (redis-records.ts), which replies the record in the way
@@ -53,14 +53,8 @@ local key = KEYS[1]
 -- A record is never empty, so '' is a missing key.
 local head = rcall('GETRANGE', key, 0, 127)
 
--- A completed record whose body apart is gone (evicted: it is the larger key) is gone too: the
--- key is free, as it would be had Redis evicted the record.
-if string.sub(head, 1, 2) == '\161C' and rcall('EXISTS', key .. ':b') == 0 then
-  rcall('DEL', key)
-  head = ''
-end
-
-if head == '' then
+-- Takes the key: a pending record of the caller's.
+local function take()
   if KEYS[2] == key then
     rcall('SET', key, cmsgpack.pack('p', ARGV[2], ARGV[1], 0), 'PX', ARGV[3])
     return {1}
@@ -77,6 +71,10 @@ if head == '' then
     --- @include listing-prune
   end
   return {1}
+end
+
+if head == '' then
+  return take()
 end
 
 -- The first two values, from the head alone; a fingerprint too long for it (custom adapters)
@@ -105,8 +103,14 @@ if state == 'c' then
   return {4, 0, third, fourth}
 end
 if state == 'C' then
-  -- Its body is there (see above), and a script's reads are of one moment.
-  return {4, 0, third, rcall('GET', key .. ':b')}
+  local body = rcall('GET', key .. ':b')
+  if body then
+    return {4, 0, third, body}
+  end
+  -- Its body is gone (evicted: the larger key of the two): so is the record, and the key is
+  -- free, as it would be had Redis evicted the record.
+  rcall('DEL', key)
+  return take()
 end
 
 if third == ARGV[1] then

@@ -18,7 +18,7 @@
             the set while its done list lives)
     ARGV[7] the record's id in its listing space: the key's trailing {hash tag}
     ARGV[8] '1': a body over 4 KiB is stored apart, at the record key and ':b' (its slot); the
-            record is then 'C', with '' for its body (see claim-2.lua)
+            record is then 'C', with 1 in its body's place (see claim-2.lua)
 
   Output:
     1 stored
@@ -44,7 +44,9 @@ local time = rcall('TIME')
 local completedAt = time[1] * 1000 + math.floor(time[2] / 1000)
 local completed, body = 'c', ARGV[3]
 if #body > 4096 and ARGV[8] == '1' then
-  completed, body = 'C', ''
+  -- 1 in the body's place: the waiting flag's value, so that a release before script version 7,
+  -- which does not know 'C', never marks it as a pending record a duplicate waits for.
+  completed, body = 'C', 1
   rcall('SET', key .. ':b', ARGV[3], 'PX', ARGV[4])
 end
 local record = entry and cmsgpack.pack(completed, fingerprint, ARGV[2], body, completedAt, entry)

@@ -78,8 +78,8 @@ const DEFAULTS: ResolvedRunOptions = Object.freeze({
 
 /**
  * The usual options of a run() call, resolved without the general path's copies: none, or an
- * object literal (its prototype `Object.prototype`) whose own names are `scope` (a non-empty
- * string) and `fingerprint` only, which replace none of the module's options. Undefined for
+ * object literal (its prototype `Object.prototype`) whose own names (enumerable or not) are
+ * `scope` (a non-empty string) and `fingerprint` only, which replace none of the module's options. Undefined for
  * anything else, which {@link resolveRunOptions} reads and checks in full (and an error names).
  */
 function commonRunOptions(given: unknown): ResolvedRunOptions | undefined {
@@ -88,7 +88,8 @@ function commonRunOptions(given: unknown): ResolvedRunOptions | undefined {
   if (Reflect.getPrototypeOf(given) !== Object.prototype) return undefined;
   let scope: unknown = DEFAULT_RUN_SCOPE;
   let fingerprint: unknown;
-  for (const name of Object.keys(given)) {
+  // Every own name, enumerable or not, as the full path reads them (a Symbol is no option).
+  for (const name of Object.getOwnPropertyNames(given)) {
     if (name === 'scope') scope = (given as { scope: unknown }).scope;
     else if (name === 'fingerprint') fingerprint = (given as { fingerprint: unknown }).fingerprint;
     else return undefined;

@@ -41,6 +41,14 @@ describe('a completed body over 4 KiB, stored apart from its record', () => {
     expect(await store.claim(key, { ...claim, token: 'b' })).toEqual({ status: 'claimed' });
   });
 
+  it('answers another fingerprint 422 all the same: the record is there', async () => {
+    const key = `${prefix}{evicted-other}`;
+    await bodyEvicted(key);
+    const other = { ...claim, token: 'b', fingerprint: 'g' };
+    expect(await store.claim(key, other)).toEqual({ status: 'key_reused' });
+    expect(await store.claim(key, { ...other, waiting: true })).toEqual({ status: 'key_reused' });
+  });
+
   it('frees it for a waiting duplicate too (lua/claim-2.lua)', async () => {
     const key = `${prefix}{evicted-wait}`;
     await bodyEvicted(key);

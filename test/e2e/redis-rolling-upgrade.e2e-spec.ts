@@ -45,6 +45,21 @@ describe('a rolling upgrade from script version 6', () => {
     expect(duplicate.status === 'in_progress' && duplicate.retryAfterMs).toBeGreaterThan(50_000);
   });
 
+  it("a version 6 instance's waiting duplicate leaves a record with its body apart as it was", async () => {
+    const key = 'app:{waited}';
+    await store.claim(key, { token: 'a', fingerprint: 'f', leaseMs: 30_000 });
+    const body = Buffer.alloc(8192, 'w');
+    expect(await store.complete(key, 'a', { meta: '{}', body }, 60_000)).toBe(true);
+    // Version 6 does not know 'C': 409 (in progress) to a caller that waits, and nothing written.
+    const args = ['w', 'f', 30_000, '1', '', '', '{waited}'];
+    const reply = (await client.eval(v6Script('claim-2'), 2, key, 'app:ix:runs', ...args)) as [
+      number,
+    ];
+    expect(reply[0]).toBe(2);
+    const replay = await store.claim(key, { token: 'b', fingerprint: 'f', leaseMs: 30_000 });
+    expect(replay.status === 'completed' && replay.response.body.equals(body)).toBe(true);
+  });
+
   it('replays what a version 6 instance completed, and answers a 422 of it', async () => {
     const key = 'app:{v6}';
     await store.claim(key, { token: 'a', fingerprint: 'f', leaseMs: 30_000 });

@@ -155,6 +155,10 @@ describe('options read as own properties, with Object.prototype polluted', () =>
       }
     }
     expect(resolveRunOptions(new Defaults(), where).scope).toBe('from-a-getter');
+    const hidden = Object.defineProperty({}, 'scope', { value: 'orders', enumerable: false });
+    expect(resolveRunOptions(hidden, where).scope).toBe('orders');
+    const hiddenTtl = Object.defineProperty({ scope: 'orders' }, 'lockTtl', { value: '5s' });
+    expect(resolveRunOptions(hiddenTtl, where).overrides).toEqual({ lockTtl: 5_000 });
   });
 
   it("@IdempotentMethod()'s and step()'s options", () => {
