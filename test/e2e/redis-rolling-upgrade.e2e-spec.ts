@@ -2,12 +2,16 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Redis from 'ioredis';
 import { RedisIdempotencyStore } from '../../lib';
+import { packageFolder } from '../../lib/utils/load-optional';
 import { RedisProcess, startRedisServer } from '../support/redis-server';
 
-/** A script of the release before this one (script version 6), kept in test/support/lua-v6. */
+/**
+ * A script of the release before this one (script version 6), kept in test/support/lua-v6 (found
+ * from the package root: ESM tests have no __dirname).
+ */
 function v6Script(file: string): string {
   const read = (name: string) =>
-    readFileSync(join(__dirname, '../support/lua-v6', `${name}.lua`), 'utf8');
+    readFileSync(join(packageFolder('test'), 'support', 'lua-v6', `${name}.lua`), 'utf8');
   return read(file).replace(/^[ \t]*--- @include ([\w-]+)[ \t]*$/gm, (_, name: string) =>
     read(name),
   );
