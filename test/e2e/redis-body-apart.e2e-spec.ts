@@ -64,9 +64,11 @@ describe('a completed body over 4 KiB, stored apart from its record', () => {
     await store.complete(key, 'a', { meta: 'mine', body: mine }, 60_000);
     // Between the claim's reply and anything read after it, the record goes (its retention
     // ends, an operator deletes it) and another request completes the key.
-    const internals = store as unknown as {
-      native: (name: string, ...args: unknown[]) => Promise<unknown>;
-    };
+    const internals = (
+      store as unknown as {
+        natives: { native: (name: string, ...args: unknown[]) => Promise<unknown> };
+      }
+    ).natives;
     const native = internals.native;
     internals.native = async (name, ...args) => {
       const reply = await native(name, ...args);

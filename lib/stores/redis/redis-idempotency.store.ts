@@ -13,15 +13,14 @@ import {
 import type { ListRecordsPage, ListRecordsQuery, RecordCounts } from '../record-listing';
 import { clientReady, disconnect } from './redis-connection';
 import { evictingPolicy, evictionWarning } from './redis-eviction';
+import { NativeClaims } from './redis-native-claim';
 import {
   defineIdempotencyCommands,
   type IdempotencyCommands,
   nativeCommand,
-  type NativeCommand,
 } from './redis-scripts';
 import { RedisListing } from './redis-listing';
 import { checkRedisStoreOptions, type RedisIdempotencyStoreOptions } from './redis-options';
-import { listingEntry, pendingRecord, type RecordValue, unpackRecord } from './redis-records';
 import { decodeStepNames, decodeSteps, noHashTag, stepsKey } from './redis-steps';
 import { RedisSubscriptions } from './redis-subscriptions';
 
@@ -34,9 +33,6 @@ const enum ClaimCode {
   KeyReused = 3,
   Completed = 4,
 }
-
-const CLAIMED: ClaimResult = { status: 'claimed' };
-const KEY_REUSED: ClaimResult = { status: 'key_reused' };
 
 /**
  * One claim in this many that would run no script runs lua/claim-2.lua instead, which then also
@@ -82,10 +78,10 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   /** Claims so far: one in {@link PRUNE_EVERY} runs a script that prunes the listing index. */
   private claimCount = 0;
   /**
-   * How native commands are sent, in order with the scripts; undefined where they cannot be,
-   * or once the server refused SET with both NX and GET (Redis before 7.0): scripts only.
+   * Claims without a script (`redis-native-claim.ts`); undefined where native commands cannot be
+   * sent in order with the scripts (a client of another copy of ioredis): scripts only.
    */
-  private native?: NativeCommand;
+  private readonly natives?: NativeClaims;
 
   constructor(
     /** The ioredis client (`Redis` or `Cluster`). */
@@ -101,7 +97,8 @@ export class RedisIdempotencyStore extends IdempotencyStore {
     // Its own property only, as every option is read: never one a polluted prototype holds.
     const listing = !(Object.hasOwn(options, 'listing') && options.listing === false);
     this.listing = new RedisListing(client, this.commands, listing);
-    this.native = nativeCommand(client);
+    const native = nativeCommand(client);
+    if (native) this.natives = new NativeClaims(native, this.listing);
     if (!listing) {
       // A store that does not list, as the module tells one: without these optional methods.
       for (const name of ['list', 'countRecords', 'markAbandoned'] as const) {
@@ -113,7 +110,7 @@ export class RedisIdempotencyStore extends IdempotencyStore {
   /**
    * Most claims run no script: `SET key <pending record> NX PX <lease> GET`, whose reply is nil
    * when it took the key, or else the record in the way, from which the answer is decided here
-   * (see {@link RedisIdempotencyStore.claimNatively}). A script claims for a duplicate that
+   * (`NativeClaims`, redis-native-claim.ts). A script claims for a duplicate that
    * waits (it marks the record, `lua/claim-2.lua`), for a `resumable` run (the steps recorded
    * under the key come back in the same round trip, `lua/claim-3.lua`), and for a key whose body
    * could not live apart (a Cluster key without a hash tag). A claim that takes the key is listed
@@ -121,8 +118,10 @@ export class RedisIdempotencyStore extends IdempotencyStore {
    */
   async claim(key: string, request: ClaimRequest): Promise<ClaimResult> {
     const prune = ++this.claimCount % PRUNE_EVERY === 0;
-    if (this.native && !prune && !request.resumable && !request.waiting && this.bodyApart(key)) {
-      const answer = await this.claimNatively(this.native, key, request);
+    const { natives } = this;
+    const plain = !prune && !request.resumable && !request.waiting;
+    if (natives?.usable && plain && this.bodyApart(key)) {
+      const answer = await natives.claim(key, request);
       if (answer !== undefined) return answer;
     }
     return this.claimByScript(key, request, prune);
@@ -168,78 +167,6 @@ export class RedisIdempotencyStore extends IdempotencyStore {
       default:
         throw new Error(`Unexpected reply from the idempotency claim script: ${String(reply[0])}`);
     }
-  }
-
-  /**
-   * The claim as one native command. Its reply: nil, the key is the caller's (its listing entry
-   * follows, without waiting for it); a pending record, 409 (or the caller's own claim, sent
-   * again by ioredis after its reply was lost with the connection); a completed record, replayed;
-   * another fingerprint, 422. Undefined where the script must answer: a completed body over
-   * 4 KiB (stored apart: the script reads it with its record), a SET Redis refused (a full
-   * Redis; before Redis 7.0, NX with GET).
-   */
-  private async claimNatively(
-    native: NativeCommand,
-    key: string,
-    request: ClaimRequest,
-  ): Promise<ClaimResult | undefined> {
-    const { keys, id } = this.listing.claimKeys(key);
-    const now = Date.now();
-    const entry = listingEntry(
-      now,
-      now + request.leaseMs,
-      request.about?.route,
-      request.about?.label,
-    );
-    let reply: Buffer | null;
-    try {
-      const record = pendingRecord(request.fingerprint, request.token, entry);
-      reply = (await native(
-        'set',
-        key,
-        record,
-        'PX',
-        request.leaseMs,
-        'NX',
-        'GET',
-      )) as Buffer | null;
-    } catch (error) {
-      // Redis refused the command, not the connection: a SET refused even where NX writes
-      // nothing (OOM under noeviction, NOREPLICAS, MISCONF...), which the script, writing only
-      // when it takes the key, answers for every read; before Redis 7.0, NX with GET at all.
-      if ((error as Error).name !== 'ReplyError') throw error;
-      if (/syntax error/i.test((error as Error).message)) this.native = undefined;
-      return undefined;
-    }
-    let claimed = entry;
-    if (reply !== null) {
-      const [state, fingerprint, third, fourth, fifth] = unpackRecord(reply, 5);
-      if (mismatch(request.fingerprint, fingerprint)) return KEY_REUSED;
-      if (state === null || typeof state === 'number') return undefined;
-      if (state[0] === 0x63 /* 'c' */) {
-        return { status: 'completed', response: { meta: String(third), body: bytes(fourth) } };
-      }
-      // A body stored apart: read with its record by the script, of one moment (a GET after
-      // this reply could find another completion's), which also frees a key whose body Redis
-      // evicted.
-      if (state[0] === 0x43 /* 'C' */) return undefined;
-      if (!sameBytes(third, request.token)) {
-        const left = leaseLeft(fifth);
-        // A lease end past, on a live record: renewed by a release that kept no end in it, or
-        // this clock is ahead. Redis knows.
-        const retryAfterMs = left > 0 ? left : Number(await native('pttl', key));
-        return { status: 'in_progress', retryAfterMs: Math.max(retryAfterMs, 0) };
-      }
-      // The caller's own claim, sent again: listed as its first send would have been.
-      if (Buffer.isBuffer(fifth)) claimed = fifth;
-    }
-    if (keys[1] !== key) {
-      // Not awaited: the handler need not wait for its listing. Sent on the same connection
-      // before the completion or release, which replace it. Should it fail, the claim runs
-      // unlisted (Redis is failing: its completion fails too, and the claim lapses).
-      native('hset', keys[1], id, claimed).catch(() => undefined);
-    }
-    return CLAIMED;
   }
 
   /** With `clearSteps`, the key's steps are deleted by the same script (`lua/complete-5.lua`). */
@@ -423,37 +350,6 @@ export class RedisIdempotencyStore extends IdempotencyStore {
  */
 function sendable(body: Buffer): string | Buffer {
   return isUtf8(body) ? body.toString('utf8') : body;
-}
-
-/** Whether a record's fingerprint refuses the caller's (lua/claim-2.lua's rule). */
-function mismatch(requested: string, stored: RecordValue): boolean {
-  return (
-    requested !== '' &&
-    Buffer.isBuffer(stored) &&
-    stored.length > 0 &&
-    !sameBytes(stored, requested)
-  );
-}
-
-/** Whether `stored` holds the bytes ioredis sends for `text`, as the scripts compare them. */
-function sameBytes(stored: RecordValue, text: string): boolean {
-  return Buffer.isBuffer(stored) && stored.equals(Buffer.from(text));
-}
-
-function bytes(value: RecordValue): Buffer {
-  return Buffer.isBuffer(value) ? value : Buffer.alloc(0);
-}
-
-/**
- * A pending record's lease left, in ms, from the lease's end its listing entry keeps (the
- * claim's, renewed by lua/extend-2.lua), on this process's clock; 0 for a record without one
- * (claimed by script on a key the index cannot hold, or by an older release): the store then
- * asks Redis (PTTL, a second round trip).
- */
-function leaseLeft(entry: RecordValue): number {
-  if (!Buffer.isBuffer(entry)) return 0;
-  const leaseEnd = unpackRecord(entry, 2)[1];
-  return typeof leaseEnd === 'number' ? leaseEnd - Date.now() : 0;
 }
 
 /** `inspection` with the steps `lua/inspect-2.lua` replied, when there are any. */
