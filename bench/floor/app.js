@@ -1,7 +1,8 @@
 // The floor's HTTP lane: bench/floor/interceptor.js on the root's NestJS 11 and Express, as this
 // library's HTTP lane runs, with the same routes and bodies as bench/apps/http.js (minus the
 // no-op and wait-mode routes), and /fail (a handler that throws: the floor's release, for
-// floor.test.js). Env: REDIS_URL, KEY_PREFIX. Prints `READY <port> <control port>`.
+// floor.test.js). Env: STORE and its URL (see bench/floor/open.js). Prints `READY <port> <control
+// port>`.
 require('reflect-metadata');
 const {
   Body,
@@ -13,15 +14,11 @@ const {
   UseInterceptors,
 } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
-const Redis = require('ioredis').default;
-const { countStoreCalls, executed, ready, decorate } = require('../apps/common');
+const { executed, ready, decorate } = require('../apps/common');
 const { orders, payment } = require('../payload');
 const holds = require('../holds');
-const { createFloor } = require('./floor');
 const { FloorInterceptor } = require('./interceptor');
-
-countStoreCalls('redis');
-const floor = createFloor(new Redis(process.env.REDIS_URL), { prefix: process.env.KEY_PREFIX });
+const { openFloor } = require('./open');
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const respond = (body) => (executed(), body.size ? orders(body.size) : payment(body.amount));
@@ -49,7 +46,9 @@ class FloorController {
     throw new ServiceUnavailableException('the handler failed');
   }
 }
-const idempotent = [UseInterceptors(new FloorInterceptor(floor))];
+// Its floor is set once the store is open (SQL: its table created), before the app listens.
+const interceptor = new FloorInterceptor(undefined);
+const idempotent = [UseInterceptors(interceptor)];
 const routes = [
   ['baseline', 'baseline', []],
   ['baselineIo', 'baseline-io', []],
@@ -67,6 +66,7 @@ class AppModule {}
 Module({ controllers: [FloorController] })(AppModule);
 
 (async () => {
+  interceptor.floor = await openFloor();
   const app = await NestFactory.create(AppModule, { logger: ['error'] });
   await app.listen(0, '127.0.0.1');
   await ready(app.getHttpServer().address().port);

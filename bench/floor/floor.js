@@ -28,9 +28,14 @@ class FloorConflict extends Error {
   }
 }
 
+/** Whether `record` (a claim's answer) is a claim in progress rather than an outcome. */
+const pending = (record) => record.startsWith(PENDING);
+
 // Tokens: a random prefix per process and a counter, unique without a random draw per claim.
 const PROCESS = `${PENDING}${randomBytes(6).toString('base64url')}.`;
 let sequence = 0;
+/** A fresh owner token. */
+const token = () => `${PROCESS}${++sequence}`;
 
 /**
  * The floor on one ioredis client. Options: `prefix` of every Redis key (default `floor:`),
@@ -43,42 +48,44 @@ function createFloor(redis, { prefix = 'floor:', leaseMs = 30_000, ttlMs = 86_40
     redis.defineCommand('floorRelease', { numberOfKeys: 1, lua: RELEASE });
   }
   const floor = {
-    /** A fresh owner token. */
-    token: () => `${PROCESS}${++sequence}`,
+    token,
     /** Claims `key` for `token`: null when claimed, else the record (a token, or an outcome). */
     claim: (key, token) => redis.set(prefix + key, token, 'NX', 'PX', leaseMs, 'GET'),
-    /** Whether `record` (a claim's answer) is a claim in progress rather than an outcome. */
-    pending: (record) => record.startsWith(PENDING),
+    pending,
     /** Stores `outcome` (a string) if `token` still owns `key`; resolves whether it did. */
     complete: async (key, token, outcome) =>
       (await redis.floorComplete(prefix + key, token, outcome, ttlMs)) === 1,
     /** Frees `key` for a retry if `token` still owns it; resolves whether it did. */
     release: async (key, token) => (await redis.floorRelease(prefix + key, token)) === 1,
 
-    /**
-     * Runs `fn` once per `key`: a duplicate of a completed call gets its JSON result back, one
-     * of a call in progress a FloorConflict; `fn`'s error releases the key and is thrown.
-     */
-    async run(key, fn) {
-      const token = floor.token();
-      const record = await floor.claim(key, token);
-      if (record !== null) {
-        if (floor.pending(record)) throw new FloorConflict(key);
-        return record === '' ? undefined : JSON.parse(record);
-      }
-      let value;
-      try {
-        value = await fn();
-      } catch (error) {
-        await floor.release(key, token);
-        throw error;
-      }
-      // Fenced: a call that outlived its lease returns its value, and leaves the record alone.
-      await floor.complete(key, token, JSON.stringify(value) ?? '');
-      return value;
-    },
+    /** See run() below. */
+    run: (key, fn) => run(floor, key, fn),
   };
   return floor;
 }
 
-module.exports = { createFloor, FloorConflict };
+/**
+ * Runs `fn` once per `key` on `floor` (this file's, or bench/floor/floor-sql.js's): a duplicate
+ * of a completed call gets its JSON result back, one of a call in progress a FloorConflict;
+ * `fn`'s error releases the key and is thrown.
+ */
+async function run(floor, key, fn) {
+  const token = floor.token();
+  const record = await floor.claim(key, token);
+  if (record !== null) {
+    if (floor.pending(record)) throw new FloorConflict(key);
+    return record === '' ? undefined : JSON.parse(record);
+  }
+  let value;
+  try {
+    value = await fn();
+  } catch (error) {
+    await floor.release(key, token);
+    throw error;
+  }
+  // Fenced: a call that outlived its lease returns its value, and leaves the record alone.
+  await floor.complete(key, token, JSON.stringify(value) ?? '');
+  return value;
+}
+
+module.exports = { createFloor, FloorConflict, PENDING, pending, run, token };

@@ -136,6 +136,10 @@ const GROUPS = [
       lane('run', 'run', 'redis', { library: 'powertools', localCache: true, scenarios: RUN_PEER }),
       // The floor's run(key, fn): no fingerprint, so no 422; a duplicate in progress is refused.
       lane('run', 'run', 'redis', { library: 'floor', scenarios: RUN_PEER, roundTrips: true }),
+      // And on the SQL stores (bench/floor/floor-sql.js), beside ours-run-postgres and -mysql.
+      ...['postgres', 'mysql'].map((store) =>
+        lane('run', 'run', store, { library: 'floor', scenarios: RUN_PEER }),
+      ),
     ],
   },
   {
@@ -152,9 +156,18 @@ const GROUPS = [
   {
     name: 'stores',
     title: 'HTTP Express on every store',
-    lanes: ['memory', 'postgres', 'mysql'].map((store) =>
-      lane('stores', 'express', store, { scenarios: ALL, wait: store === 'memory' }),
-    ),
+    lanes: [
+      ...['memory', 'postgres', 'mysql'].map((store) =>
+        lane('stores', 'express', store, { scenarios: ALL, wait: store === 'memory' }),
+      ),
+      // The floor's interceptor on the SQL stores (bench/floor/floor-sql.js).
+      ...['postgres', 'mysql'].map((store) =>
+        lane('stores', 'express', store, {
+          library: 'floor',
+          scenarios: ['first', 'replay', 'conflict'],
+        }),
+      ),
+    ],
   },
   {
     name: 'entry',

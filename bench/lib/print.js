@@ -52,14 +52,15 @@ function printOverFloor(pairs) {
   if (!pairs.length) return;
   console.log(
     '\nOurs / the floor (medians of per-round ratios; wall time per request and app CPU net of ' +
-      "each lane's plain scenario, and in total; '-' where the floor's net was not above 0):",
+      "each lane's plain scenario, and in total; '-' where the floor's net was not above 0; store " +
+      "CPU: Redis's, or the SQL backends' serving each app):",
   );
   for (const p of pairs) {
     const f = p.overFloor;
     console.log(
-      `  ${`${p.ours} / ${p.peer}`.padEnd(44)} ${p.scenario.padEnd(9)} wall ${pad(times(f.wall), 6)} (total ${times(f.wallTotal)})` +
-        `  app CPU ${pad(times(f.appCpu), 6)} (total ${times(f.appCpuTotal)})  Redis CPU ${pad(times(f.storeCpu), 6)}` +
-        `  app µs ${pad(p.appCpuUs.ours, 6)} vs ${pad(p.appCpuUs.peer, 6)}  Redis µs ${pad(fix(p.storeCpuUs.ours, 1), 5)} vs ${pad(fix(p.storeCpuUs.peer, 1), 5)}`,
+      `  ${`${p.ours} / ${p.peer}`.padEnd(48)} ${p.scenario.padEnd(9)} wall ${pad(times(f.wall), 6)} (total ${times(f.wallTotal)})` +
+        `  app CPU ${pad(times(f.appCpu), 6)} (total ${times(f.appCpuTotal)})  store CPU ${pad(times(f.storeCpu), 6)}` +
+        `  app µs ${pad(p.appCpuUs.ours, 6)} vs ${pad(p.appCpuUs.peer, 6)}  store µs ${pad(fix(p.storeCpuUs.ours, 1), 5)} vs ${pad(fix(p.storeCpuUs.peer, 1), 5)}`,
     );
   }
 }

@@ -4,6 +4,7 @@
 const { readFileSync, writeFileSync } = require('node:fs');
 const { join } = require('node:path');
 const { SCENARIOS } = require('./scenarios');
+const { STORE } = require('./lanes');
 const { growthTables } = require('../growth');
 const { sqlListingTables } = require('../sql-listing');
 
@@ -85,17 +86,18 @@ function section(r) {
     out();
     out(
       'This library over the floor (`bench/floor`), ours / the floor, medians of the per-round ratios: wall time per ' +
-        "request and app CPU net of each lane's plain scenario (`-` where the floor's net was not above zero), and in total.",
+        "request and app CPU net of each lane's plain scenario (`-` where the floor's net was not above zero), and in total; " +
+        "the store's CPU: Redis's, or the SQL server's backends (threads) serving each app.",
     );
     out();
     out(
-      '| path | scenario | wall time, net (total) | app CPU, net (total) | Redis CPU | app CPU µs/req, ours / floor | Redis CPU µs/req, ours / floor |',
+      '| path | scenario | wall time, net (total) | app CPU, net (total) | store CPU | app CPU µs/req, ours / floor | store CPU µs/req, ours / floor |',
     );
     out('| --- | --- | ---: | ---: | ---: | ---: | ---: |');
     for (const p of floors) {
       const f = p.overFloor;
       out(
-        `| ${p.ours.includes('-run-') ? 'run()' : 'HTTP Express'} | ${SCENARIOS[p.scenario].label} | ${times(f.wall)} (${times(f.wallTotal)}) | ` +
+        `| ${p.ours.includes('-run-') ? 'run()' : 'HTTP Express'}, ${STORE[p.ours.split('-').at(-1)]} | ${SCENARIOS[p.scenario].label} | ${times(f.wall)} (${times(f.wallTotal)}) | ` +
           `${times(f.appCpu)} (${times(f.appCpuTotal)}) | ${times(f.storeCpu)} | ${p.appCpuUs.ours ?? '-'} / ${p.appCpuUs.peer ?? '-'} | ` +
           `${p.storeCpuUs.ours ?? '-'} / ${p.storeCpuUs.peer ?? '-'} |`,
       );

@@ -1,6 +1,7 @@
 // This library against a peer on the same path and store: each normalised by its own plain
 // lane, paired per round (both ran in the same rounds of one group), and their CPU per request.
-// Against the floor (bench/floor) also what ours costs over what the floor costs (`overFloor`).
+// Against the floor (bench/floor) also what ours costs over what the floor costs (`overFloor`),
+// on Redis and on the SQL stores.
 const { round, spread } = require('./stats');
 const { SCENARIOS } = require('./scenarios');
 
@@ -11,6 +12,16 @@ const PAIRS = [
   { ours: 'node-idempotency-11-express-redis', peer: 'node-idempotency-express-redis' },
   { ours: 'ours-express-redis', peer: 'floor-express-redis', sameFramework: true, floor: true },
   { ours: 'ours-run-redis', peer: 'floor-run-redis', floor: true },
+  // The floor on the SQL stores (bench/floor/floor-sql.js).
+  ...['postgres', 'mysql'].flatMap((store) => [
+    { ours: `ours-run-${store}`, peer: `floor-run-${store}`, floor: true },
+    {
+      ours: `ours-express-${store}`,
+      peer: `floor-express-${store}`,
+      sameFramework: true,
+      floor: true,
+    },
+  ]),
   { ours: 'ours-express-redis', peer: 'nestarc-express-redis', sameFramework: true },
   { ours: 'ours-run-redis', peer: 'powertools-run-redis' },
   { ours: 'ours-run-redis', peer: 'powertools-run-redis-cache' },
@@ -45,6 +56,7 @@ function overFloor(ours, floor, oursPlain, floorPlain, rounds) {
     wallTotal: med(rounds.map((i) => wall(ours, i) / wall(floor, i))),
     appCpu: med(rounds.map((i) => net(app, i))),
     appCpuTotal: med(rounds.map((i) => app(ours, i) / app(floor, i))),
+    // Redis, or the SQL server's backends (threads) serving each app.
     storeCpu: med(rounds.map((i) => ours.samples[i].storeCpuUs / floor.samples[i].storeCpuUs)),
   };
 }
