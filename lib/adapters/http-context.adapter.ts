@@ -19,7 +19,12 @@ import { describeError, errorStatus, rebuildError, type StoredError } from '../u
 import { fingerprint } from '../utils/fingerprint';
 import { requestPrincipal } from '../utils/principal';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
-import { respondsItself, SSE_METADATA } from '../utils/nest-metadata';
+import {
+  REDIRECT_METADATA,
+  RENDER_METADATA,
+  respondsItself,
+  SSE_METADATA,
+} from '../utils/nest-metadata';
 import type { IdempotencyContextAdapter, IdempotencyOutcome } from './context-adapter';
 import { isMultipart, multipartFingerprint, type MultipartRequestLike } from './multipart';
 
@@ -62,8 +67,17 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
   private readonly selfResponding = new WeakMap<object, string | undefined>();
   /** Headers {@link toException} set, per response: Retry-After, the problem Content-Type. */
   private readonly setHeaders = new WeakMap<object, string[]>();
+  /** Handlers whose result Nest renders or redirects with, cached per handler function. */
+  private readonly renders = new WeakMap<object, boolean>();
 
-  constructor(private readonly adapterHost: HttpAdapterHost) {}
+  /**
+   * @param globalsPassText whether the app's global interceptors hand text on as it is (see
+   *   `GlobalSerializers.passText`); without it, replays always hand Express the value
+   */
+  constructor(
+    private readonly adapterHost: HttpAdapterHost,
+    private readonly globalsPassText: () => boolean = () => false,
+  ) {}
 
   unsupported(context: ExecutionContext): string | undefined {
     return Reflect.getMetadata(SSE_METADATA, context.getHandler())
@@ -181,6 +195,18 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     }
     adapter.setHeader(response, REPLAYED_HEADER, 'true');
     this.outcome(context, 'replayed', options);
+    // An object or array: Nest sends it with res.json() (a number or boolean as text).
+    const { json, value } = snapshot;
+    if (
+      json !== undefined &&
+      typeof value === 'object' &&
+      value !== null &&
+      this.sendsJsonText(context, response)
+    ) {
+      // What res.json() would have sent, without serialising the value again.
+      adapter.setHeader(response, 'Content-Type', JSON_TYPE);
+      return of(json);
+    }
     if (!snapshot.error) return of(snapshot.value);
     const status = snapshot.status ?? 500;
     const error = rebuildError(
@@ -242,6 +268,39 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
   private remember(response: object, header: string): void {
     const names = this.setHeaders.get(response) ?? [];
     this.setHeaders.set(response, [...names, header]);
+  }
+
+  /**
+   * Whether a replay may hand Express a JSON body's stored text, which it sends as it is, where
+   * the value would be serialised again to the same bytes. Only where nothing between this
+   * interceptor and the client needs the value: on Express with its default JSON settings (no
+   * `json replacer`, `json spaces` or `json escape`), with no Content-Type set yet, a `json()`
+   * no middleware replaced on the response, a route that neither renders nor redirects, and no
+   * global interceptor but Nest's `ClassSerializerInterceptor`, which hands text on.
+   */
+  private sendsJsonText(context: ExecutionContext, response: ServerResponse): boolean {
+    const adapter = this.adapterHost.httpAdapter;
+    if (adapter.getType() !== 'express' || response.getHeader('content-type') !== undefined) {
+      return false;
+    }
+    const app = adapter.getInstance<{ get(setting: string): unknown }>();
+    if (
+      app.get('json replacer') !== undefined ||
+      app.get('json spaces') !== undefined ||
+      app.get('json escape') ||
+      Object.hasOwn(response, 'json')
+    ) {
+      return false;
+    }
+    const handler = context.getHandler();
+    let renders = this.renders.get(handler);
+    if (renders === undefined) {
+      renders =
+        Reflect.hasMetadata(RENDER_METADATA, handler) ||
+        Reflect.hasMetadata(REDIRECT_METADATA, handler);
+      this.renders.set(handler, renders);
+    }
+    return !renders && this.globalsPassText();
   }
 
   /** `@Res()` without passthrough and `@Next()` handlers send the response themselves. */

@@ -97,8 +97,10 @@ export class IdempotencyInterceptor
     // The defaults forRoot() has, so that routes resolve and their keys are read as with it.
     this.store = store ?? new MissingModuleStore();
     this.options = options ?? resolveModuleOptions({});
-    this.adapters = { http: new HttpContextAdapter(adapterHost) };
     this.serializers = new GlobalSerializers(moduleRef);
+    this.adapters = {
+      http: new HttpContextAdapter(adapterHost, () => this.serializers.passText()),
+    };
     const isBase = this.constructor === IdempotencyInterceptor;
     this.routes = new RouteResolver(reflector, this.options, IdempotencyInterceptor, isBase);
     this.core = new ClaimCore(this.store, this.options, this.logger, moduleRef);

@@ -95,6 +95,20 @@ export class GlobalSerializers {
   }
 
   /**
+   * Whether the app's global interceptors, which run outside `@Idempotent()`, are all Nest's own
+   * `ClassSerializerInterceptor` (or there are none): it hands text on as it is, so a replay may
+   * send a body's JSON text in place of its value (see `HttpContextAdapter.replay`). Any other
+   * (a subclass too), or a request-scoped one, may need the value.
+   */
+  passText(): boolean {
+    const config = (this.moduleRef as ContainerHost | undefined)?.container?.applicationConfig;
+    if (!config || (config.getGlobalRequestInterceptors?.() ?? []).length > 0) return false;
+    return config
+      .getGlobalInterceptors()
+      .every((interceptor) => (interceptor as object)?.constructor === ClassSerializerInterceptor);
+  }
+
+  /**
    * Throws {@link IdempotencySerializerError} when a global serializer has no instance for this
    * request (a request-scoped one on RPC): called before the claim, so nothing is run or stored.
    */

@@ -29,6 +29,10 @@ export const HTTP_CODE_METADATA = '__httpCode__';
 export const ROUTE_ARGS_METADATA = '__routeArguments__';
 /** `@Res({ passthrough: true })`, on the class by method name. */
 export const RESPONSE_PASSTHROUGH_METADATA = '__responsePassthrough__';
+/** `@Render()`'s template, on the handler. */
+export const RENDER_METADATA = '__renderTemplate__';
+/** `@Redirect()`, on the handler. */
+export const REDIRECT_METADATA = '__redirect__';
 /** `@Sse()`, on the handler. */
 export const SSE_METADATA = '__sse__';
 /** `@MessagePattern()` / `@EventPattern()` patterns, on the handler. */

@@ -40,6 +40,11 @@ export interface ResponseSnapshot {
   value: unknown;
   /** The handler failed: `value` describes the error a replay throws (option `storeErrors`). */
   error?: boolean;
+  /**
+   * A decoded JSON body's text as stored: `value` serialised, which a replay may send as it is
+   * rather than serialise `value` again (see `HttpContextAdapter.replay`).
+   */
+  json?: string;
 }
 
 /** What is stored beside the body, as short JSON. */
@@ -257,9 +262,12 @@ export function decodeResponse(
 
 function snapshotOf(meta: Meta, body: Buffer): ResponseSnapshot {
   let value: unknown;
+  let json: string | undefined;
   switch (KINDS[meta.k]) {
     case 'json':
-      value = JSON.parse(body.toString('utf8'));
+      json = body.toString('utf8');
+      // Parsed all the same: a body that is not JSON (altered in the store) is refused.
+      value = JSON.parse(json);
       break;
     case 'text':
       value = body.toString('utf8');
@@ -278,7 +286,7 @@ function snapshotOf(meta: Meta, body: Buffer): ResponseSnapshot {
   }
   return meta.e === 1
     ? { status: meta.s, headers: meta.h, value, error: true }
-    : { status: meta.s, headers: meta.h, value };
+    : { status: meta.s, headers: meta.h, value, json };
 }
 
 /** The HTTP status and whether it is an error, from a stored meta alone (operators' reports). */

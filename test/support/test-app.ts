@@ -456,6 +456,8 @@ export async function post(
     body?: unknown;
     headers?: Record<string, string>;
     signal?: AbortSignal;
+    /** `'manual'`: a redirect is answered, not followed. */
+    redirect?: 'follow' | 'manual' | 'error';
   } = {},
 ): Promise<{ status: number; headers: Headers; bytes: Buffer; json: () => unknown; text: string }> {
   const headers: Record<string, string> = { ...options.headers };
@@ -470,6 +472,7 @@ export async function post(
     headers,
     body,
     signal: options.signal,
+    redirect: options.redirect,
   });
   const bytes = Buffer.from(await response.arrayBuffer());
   const text = bytes.toString('utf8');

@@ -26,6 +26,8 @@ describe("Nest's private metadata keys", () => {
     'ROUTE_ARGS_METADATA',
     'RESPONSE_PASSTHROUGH_METADATA',
     'SSE_METADATA',
+    'RENDER_METADATA',
+    'REDIRECT_METADATA',
     'SELF_DECLARED_DEPS_METADATA',
   ] as const)('%s is what @nestjs/common uses', (name) => {
     expect(ours[name]).toBe(common[name]);
