@@ -19,6 +19,8 @@ const [kind = 'express', store = 'redis', scenario = 'first', library = 'ours'] 
   process.argv.slice(2);
 const DURATION = Number(process.env.DURATION ?? 10);
 const TOP = Number(process.env.TOP ?? 30);
+/** HEAP=1: where the load allocates (V8's sampling heap profiler), not where it spends CPU. */
+const HEAP = process.env.HEAP === '1';
 
 const packageOf = (url, functionName) => {
   if (functionName === '(garbage collector)') return 'GC';
@@ -41,11 +43,12 @@ async function main() {
   });
   const key = await prepare(app, scenario);
   await load(app, scenario, key, { seconds: 3 });
-  await control(app, '/profile', { action: 'start' });
+  await control(app, '/profile', { action: 'start', heap: HEAP });
   const result = await load(app, scenario, key, { seconds: DURATION });
-  const { profile } = await control(app, '/profile', { action: 'stop' });
-  const file = join(dir, `${lane.id}-${scenario}.cpuprofile`);
+  const { profile } = await control(app, '/profile', { action: 'stop', heap: HEAP });
+  const file = join(dir, `${lane.id}-${scenario}.${HEAP ? 'heapprofile' : 'cpuprofile'}`);
   writeFileSync(file, JSON.stringify(profile));
+  if (HEAP) return printAllocations(lane, scenario, result.requests, profile, file);
 
   const self = new Map();
   profile.samples.forEach((id, i) =>
@@ -80,6 +83,39 @@ async function main() {
   };
   print('By package', byPackage, 20);
   print('Top functions', byFunction, TOP);
+}
+
+/** The heap profile's bytes allocated per request, by package and by function (self). */
+function printAllocations(lane, scenario, n, profile, file) {
+  const byFunction = new Map();
+  const byPackage = new Map();
+  let total = 0;
+  const visit = (node) => {
+    const bytes = node.selfSize;
+    const { functionName, url, lineNumber } = node.callFrame;
+    total += bytes;
+    const where = url.replace(/^.*node_modules\//, '').replace(/^.*\/(dist|bench)\//, '$1/');
+    const name = `${functionName || '(anonymous)'} ${where}:${lineNumber + 1}`;
+    byFunction.set(name, (byFunction.get(name) ?? 0) + bytes);
+    const pkg = packageOf(url, functionName);
+    byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + bytes);
+    node.children.forEach(visit);
+  };
+  visit(profile.head);
+  console.log(
+    `${lane.id} ${scenario} on Node ${process.version}: ${n} requests in ${DURATION} s; ` +
+      `${Math.round(total / n)} bytes allocated per request (sampled); ${file}`,
+  );
+  for (const [title, map, limit] of [
+    ['By package', byPackage, 20],
+    ['Top functions', byFunction, TOP],
+  ]) {
+    console.log(`\n${title}: bytes allocated per request (self), share of the total`);
+    for (const [name, bytes] of [...map].sort((a, b) => b[1] - a[1]).slice(0, limit)) {
+      const share = ((100 * bytes) / total).toFixed(1);
+      console.log(`  ${(bytes / n).toFixed(0).padStart(8)} ${share.padStart(5)}%  ${name}`);
+    }
+  }
 }
 
 main()

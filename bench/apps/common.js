@@ -11,6 +11,7 @@ const { createRequire } = require('node:module');
 const { randomBytes } = require('node:crypto');
 const http = require('node:http');
 const { join, resolve } = require('node:path');
+const v8 = require('node:v8');
 const holds = require('../holds');
 
 const LIBRARY = resolve(process.env.LIBRARY ?? join(__dirname, '..', '..', 'dist'));
@@ -82,6 +83,24 @@ function moduleOptions() {
   };
 }
 
+/**
+ * Bytes this process has allocated on the JS heap since it loaded this file, about: what every
+ * collection since freed (V8's GC profiler reports the heap's use before and after each), plus
+ * what the heap holds now over what it held then. bench/run.js reads it before and after a load,
+ * so a lane's allocation per request is measured, not inferred from its GC time.
+ */
+const allocation = { profiler: new v8.GCProfiler(), freed: 0, used: 0 };
+allocation.profiler.start();
+allocation.used = v8.getHeapStatistics().used_heap_size;
+function allocatedBytes() {
+  const { statistics } = allocation.profiler.stop();
+  allocation.profiler.start();
+  for (const { beforeGC, afterGC } of statistics) {
+    allocation.freed += beforeGC.heapStatistics.usedHeapSize - afterGC.heapStatistics.usedHeapSize;
+  }
+  return allocation.freed + v8.getHeapStatistics().used_heap_size - allocation.used;
+}
+
 /** A handler ran: how a probe tells a first execution from a replay on any app. */
 const executed = () => counters.executions++;
 
@@ -93,9 +112,13 @@ function readJson(req) {
   });
 }
 
-/** The CPU profiler of this process (node:inspector), started and stopped by bench/profile.js. */
+/**
+ * The CPU profiler of this process (node:inspector), started and stopped by bench/profile.js;
+ * with `heap`, V8's sampling heap profiler instead (a sample every 512 bytes allocated, those
+ * collected since kept: what the load allocated, not what it left).
+ */
 let session;
-async function profiler({ action }) {
+async function profiler({ action, heap }) {
   const inspector = require('node:inspector');
   const post = (method, params) =>
     new Promise((done, fail) =>
@@ -104,24 +127,37 @@ async function profiler({ action }) {
   if (action === 'start') {
     session = new inspector.Session();
     session.connect();
-    await post('Profiler.enable');
-    await post('Profiler.setSamplingInterval', { interval: 100 });
-    await post('Profiler.start');
+    if (heap) {
+      await post('HeapProfiler.enable');
+      await post('HeapProfiler.startSampling', {
+        samplingInterval: 512,
+        includeObjectsCollectedByMajorGC: true,
+        includeObjectsCollectedByMinorGC: true,
+      });
+    } else {
+      await post('Profiler.enable');
+      await post('Profiler.setSamplingInterval', { interval: 100 });
+      await post('Profiler.start');
+    }
     return {};
   }
-  const { profile } = await post('Profiler.stop');
+  const { profile } = await post(heap ? 'HeapProfiler.stopSampling' : 'Profiler.stop');
   session.disconnect();
   return { profile };
 }
 
 /**
- * The control server: GET /stats (counters), POST /held {key} (answers once a handler holds the
+ * The control server: GET /stats (counters, rss, allocated bytes), POST /held {key} (answers once a handler holds the
  * key), POST /release {key}, POST /profile {action: start|stop}, and `routes` of the app's own
  * (path -> async (body) => answer).
  */
 function startControl(routes = {}) {
   const all = {
-    '/stats': async () => ({ ...counters, rss: process.memoryUsage.rss() }),
+    '/stats': async () => ({
+      ...counters,
+      rss: process.memoryUsage.rss(),
+      allocated: allocatedBytes(),
+    }),
     '/held': async ({ key }) => ({ held: await holds.whenHeld(key) }),
     '/release': async ({ key }) => ({ released: holds.release(key) }),
     '/profile': profiler,

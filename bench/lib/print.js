@@ -60,10 +60,13 @@ function printOverFloor(pairs) {
     console.log(
       `  ${`${p.ours} / ${p.peer}`.padEnd(48)} ${p.scenario.padEnd(9)} wall ${pad(times(f.wall), 6)} (total ${times(f.wallTotal)})` +
         `  app CPU ${pad(times(f.appCpu), 6)} (total ${times(f.appCpuTotal)})  store CPU ${pad(times(f.storeCpu), 6)}` +
-        `  app µs ${pad(p.appCpuUs.ours, 6)} vs ${pad(p.appCpuUs.peer, 6)}  store µs ${pad(fix(p.storeCpuUs.ours, 1), 5)} vs ${pad(fix(p.storeCpuUs.peer, 1), 5)}`,
+        `  app µs ${pad(p.appCpuUs.ours, 6)} vs ${pad(p.appCpuUs.peer, 6)}  store µs ${pad(fix(p.storeCpuUs.ours, 1), 5)} vs ${pad(fix(p.storeCpuUs.peer, 1), 5)}` +
+        `  alloc KB ${pad(kb(p.allocBytes?.ours), 5)} vs ${pad(kb(p.allocBytes?.peer), 5)}`,
     );
   }
 }
+
+const kb = (bytes) => (bytes === undefined ? '-' : (bytes / 1024).toFixed(1));
 
 function printExtras({ redisCommands, storedBytes, waitMode }) {
   if (redisCommands) {

@@ -87,19 +87,21 @@ function section(r) {
     out(
       'This library over the floor (`bench/floor`), ours / the floor, medians of the per-round ratios: wall time per ' +
         "request and app CPU net of each lane's plain scenario (`-` where the floor's net was not above zero), and in total; " +
-        "the store's CPU: Redis's, or the SQL server's backends (threads) serving each app.",
+        "the store's CPU: Redis's, or the SQL server's backends (threads) serving each app; what each app allocated on " +
+        'its JS heap per request.',
     );
     out();
     out(
-      '| path | scenario | wall time, net (total) | app CPU, net (total) | store CPU | app CPU µs/req, ours / floor | store CPU µs/req, ours / floor |',
+      '| path | scenario | wall time, net (total) | app CPU, net (total) | store CPU | app CPU µs/req, ours / floor | store CPU µs/req, ours / floor | KB allocated/req, ours / floor |',
     );
-    out('| --- | --- | ---: | ---: | ---: | ---: | ---: |');
+    out('| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |');
+    const kb = (bytes) => (bytes === undefined ? '-' : (bytes / 1024).toFixed(1));
     for (const p of floors) {
       const f = p.overFloor;
       out(
         `| ${p.ours.includes('-run-') ? 'run()' : 'HTTP Express'}, ${STORE[p.ours.split('-').at(-1)]} | ${SCENARIOS[p.scenario].label} | ${times(f.wall)} (${times(f.wallTotal)}) | ` +
           `${times(f.appCpu)} (${times(f.appCpuTotal)}) | ${times(f.storeCpu)} | ${p.appCpuUs.ours ?? '-'} / ${p.appCpuUs.peer ?? '-'} | ` +
-          `${p.storeCpuUs.ours ?? '-'} / ${p.storeCpuUs.peer ?? '-'} |`,
+          `${p.storeCpuUs.ours ?? '-'} / ${p.storeCpuUs.peer ?? '-'} | ${kb(p.allocBytes?.ours)} / ${kb(p.allocBytes?.peer)} |`,
       );
     }
   }

@@ -53,6 +53,7 @@ async function measureOnce(m, storeCpu, seconds) {
     appCpuUs: (cpu1 - cpu0) / n,
     storeCpuUs: storeUs === undefined ? undefined : storeUs / n,
     storeCalls: (after.storeCalls - before.storeCalls) / n,
+    allocBytes: (after.allocated - before.allocated) / n,
     executions: (after.executions - before.executions) / n,
   };
 }
@@ -133,6 +134,11 @@ function summarise(measurements) {
         ? med(s.map((x, i) => x.appCpuUs - plain.samples[i].appCpuUs))
         : undefined,
       storeCpuUs: med(s.map((x) => x.storeCpuUs)),
+      // Bytes the app allocated per request (bench/apps/common.js), the floor's lanes included.
+      allocBytes: med(
+        s.map((x) => x.allocBytes),
+        0,
+      ),
       storeCalls: med(
         s.map((x) => x.storeCalls),
         2,

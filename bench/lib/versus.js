@@ -36,6 +36,14 @@ const cpu = (m, key) => {
   return s && round(s.median, 1);
 };
 
+const bytes = (m) => {
+  const s = spread(
+    m.samples.map((x) => x.allocBytes ?? NaN),
+    0,
+  );
+  return s && s.median;
+};
+
 /**
  * Ours over the floor, paired per round: wall time per request (1 / req/s: what the load's
  * callers wait per request between them) and app CPU, each net of its own lane's plain scenario
@@ -101,6 +109,8 @@ function versus(measurements) {
         raw: med(rounds.map((i) => ratio(ours, peer, i))),
         appCpuUs: { ours: cpu(ours, 'appCpuUs'), peer: cpu(peer, 'appCpuUs') },
         storeCpuUs: { ours: cpu(ours, 'storeCpuUs'), peer: cpu(peer, 'storeCpuUs') },
+        // Bytes the app allocated per request (bench/apps/common.js), medians of the rounds.
+        allocBytes: { ours: bytes(ours), peer: bytes(peer) },
         ...(pair.floor && { overFloor: overFloor(ours, peer, oursPlain, peerPlain, rounds) }),
       });
     }
