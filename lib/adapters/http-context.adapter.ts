@@ -1,5 +1,6 @@
 import { ExecutionContext, HttpException } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
+import { existsSync, readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { Observable, of, throwError } from 'rxjs';
 import { FORBIDDEN_REPLAY_HEADERS, REPLAYED_HEADER, STATUS_HEADER } from '../idempotency.constants';
@@ -17,6 +18,7 @@ import {
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
+import { peerFile } from '../utils/load-optional';
 import { requestPrincipal } from '../utils/principal';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import {
@@ -274,9 +276,10 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
    * Whether a replay may hand Express a JSON body's stored text, which it sends as it is, where
    * the value would be serialised again to the same bytes. Only where nothing between this
    * interceptor and the client needs the value: on Express with its default JSON settings (no
-   * `json replacer`, `json spaces` or `json escape`), with no Content-Type set yet, a `json()`
-   * no middleware replaced on the response, a route that neither renders nor redirects, and no
-   * global interceptor but Nest's `ClassSerializerInterceptor`, which hands text on.
+   * `json replacer`, `json spaces` or `json escape`), with no Content-Type set yet, Express's own
+   * `res.json()` (none an APM agent or a middleware put in its place), a route that neither
+   * renders nor redirects, and no global interceptor but Nest's `ClassSerializerInterceptor`,
+   * which hands text on.
    */
   private sendsJsonText(context: ExecutionContext, response: ServerResponse): boolean {
     const adapter = this.adapterHost.httpAdapter;
@@ -288,7 +291,7 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
       app.get('json replacer') !== undefined ||
       app.get('json spaces') !== undefined ||
       app.get('json escape') ||
-      Object.hasOwn(response, 'json')
+      !isExpressJson((response as { json?: unknown }).json)
     ) {
       return false;
     }
@@ -313,6 +316,30 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     this.selfResponding.set(handler, reason);
     return reason;
   }
+}
+
+/** Whether each `res.json` met is Express's own (see {@link isExpressJson}). */
+const expressJson = new WeakMap<object, boolean>();
+/** The source of the Express that Nest's adapter loads (`lib/response.js`); null: not found. */
+let expressSource: string | null | undefined;
+
+/**
+ * Whether `json` is Express's own `res.json()`, not one an APM agent, a body logger or a
+ * redaction wrapped or replaced (on the response, the app's prototype or Express's): its source
+ * is part of Express's `lib/response.js`. A replacement may need the value a replay sends.
+ */
+function isExpressJson(json: unknown): boolean {
+  if (typeof json !== 'function') return false;
+  let genuine = expressJson.get(json);
+  if (genuine === undefined) {
+    if (expressSource === undefined) {
+      const file = peerFile('@nestjs/platform-express', 'express', 'lib/response.js');
+      expressSource = file && existsSync(file) ? readFileSync(file, 'utf8') : null;
+    }
+    genuine = expressSource?.includes(Function.prototype.toString.call(json)) ?? false;
+    expressJson.set(json, genuine);
+  }
+  return genuine;
 }
 
 /** The response headers to store: those of `replayHeaders` the response has, lower-case. */

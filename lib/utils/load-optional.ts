@@ -45,6 +45,19 @@ export function loadPeer<T>(name: string, feature: string): T {
 }
 
 /**
+ * The path of `file` in the package `name` that the installed package `from` loads (its own
+ * copy, as pnpm's strict layout gives it), or undefined when either is not installed.
+ */
+export function peerFile(from: string, name: string, file: string): string | undefined {
+  try {
+    const fromPeer = createRequire(requireFromHere.resolve(from));
+    return join(dirname(fromPeer.resolve(`${name}/package.json`)), file);
+  } catch {
+    return undefined;
+  }
+}
+
+/**
  * A folder at the package root, such as `lua/`: the nearest one above this file. The sources
  * (lib/, under ts-jest), the CJS build (dist/) and the ESM build (dist/esm/) sit at different
  * depths below the root, and only the root's `lua/` ships in the package.

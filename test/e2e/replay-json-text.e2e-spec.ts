@@ -12,7 +12,7 @@ import {
 } from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
 import type { NestExpressApplication } from '@nestjs/platform-express';
-import type { NextFunction, Request, Response } from 'express';
+import express, { type NextFunction, type Request, type Response } from 'express';
 import { map } from 'rxjs';
 import { Idempotent, IdempotencyModule, MemoryIdempotencyStore } from '../../lib';
 import { listen } from '../support/http-app';
@@ -85,41 +85,48 @@ class Envelope implements NestInterceptor {
 let seq = 0;
 const newKey = () => `json-text-${Date.now()}-${++seq}`;
 
-/** The app, with `configure` run before it listens; `sent` counts Express's res.json() calls. */
+/** The app, with `configure` run before it listens. */
 async function start(
   platform: Platform,
   configure?: (app: INestApplication) => void,
-): Promise<{ app: INestApplication; url: string; sent: () => number }> {
+): Promise<{ app: INestApplication; url: string }> {
   @Module({
     imports: [IdempotencyModule.forRoot({ store: new MemoryIdempotencyStore() })],
     controllers: [OrdersController],
   })
   class AppModule {}
-  let calls = 0;
-  const { app, url } = await listen(platform, AppModule, (created) => {
-    if (platform === 'express') {
-      // Counted on the app's response prototype: a response's own json() stays Express's.
-      const proto = (created as NestExpressApplication).getHttpAdapter().getInstance().response;
-      const json = proto.json;
-      proto.json = function (this: Response, ...args: [unknown]) {
-        calls++;
-        return json.apply(this, args);
-      };
-    }
-    configure?.(created);
-  });
-  return { app, url, sent: () => calls };
+  return listen(platform, AppModule, configure);
 }
 
-/** Posts `path` twice with one key: the first response, the replay, and res.json() calls of each. */
-async function firstAndReplay(t: Awaited<ReturnType<typeof start>>, path: string) {
+/**
+ * Posts `path` twice with one key: the first response, the replay, and how often each serialised
+ * a handler's value (JSON.stringify of an object with an `id` or a `data`): the first response
+ * twice (stored, then sent), a replay once where the value is serialised again, else never.
+ */
+async function firstAndReplay(t: { url: string }, path: string) {
   const key = newKey();
-  const before = t.sent();
-  const first = await post(t.url, path, { key, body: { n: 1 } });
-  const between = t.sent();
-  const replay = await post(t.url, path, { key, body: { n: 1 } });
-  expect(replay.headers.get('idempotent-replayed')).toBe('true');
-  return { first, replay, jsonCalls: [between - before, t.sent() - between] };
+  const serialised = [0, 0];
+  let request = 0;
+  const stringify = JSON.stringify;
+  const spy = jest.spyOn(JSON, 'stringify').mockImplementation(function (
+    this: JSON,
+    ...args: Parameters<typeof JSON.stringify>
+  ) {
+    const [value] = args;
+    if (typeof value === 'object' && value !== null && ('id' in value || 'data' in value)) {
+      serialised[request]++;
+    }
+    return stringify.apply(this, args);
+  });
+  try {
+    const first = await post(t.url, path, { key, body: { n: 1 } });
+    request = 1;
+    const replay = await post(t.url, path, { key, body: { n: 1 } });
+    expect(replay.headers.get('idempotent-replayed')).toBe('true');
+    return { first, replay, serialised };
+  } finally {
+    spy.mockRestore();
+  }
 }
 
 /** The replay is the first response: status, body bytes and the headers that describe them. */
@@ -145,13 +152,13 @@ describe.each(PLATFORMS)('a JSON replay on %s', (platform) => {
   it('is the first response byte for byte, and the handler ran once', async () => {
     const controller = t.app.get(OrdersController);
     const runs = controller.runs;
-    const { first, replay, jsonCalls } = await firstAndReplay(t, '/orders');
+    const { first, replay, serialised } = await firstAndReplay(t, '/orders');
     expect(first.status).toBe(201);
     expect(first.json()).toEqual(ORDER);
     expectSameResponse(first, replay);
     expect(controller.runs).toBe(runs + 1);
-    // On Express, the replay sent the stored text: res.json() serialised the first response only.
-    if (platform === 'express') expect(jsonCalls).toEqual([1, 0]);
+    // On Express, the replay sent the stored text; Fastify serialised the value again.
+    expect(serialised).toEqual(platform === 'express' ? [2, 0] : [2, 1]);
   });
 
   it('of a number is sent as the first was (text, not JSON)', async () => {
@@ -198,18 +205,18 @@ describe('a JSON replay on Express, where something needs the value', () => {
     const t = await started((app) =>
       (app as NestExpressApplication).getHttpAdapter().getInstance().set(setting, value),
     );
-    const { first, replay, jsonCalls } = await firstAndReplay(t, '/orders');
+    const { first, replay, serialised } = await firstAndReplay(t, '/orders');
     expect(first.text).toContain(sign);
     expectSameResponse(first, replay);
-    expect(jsonCalls).toEqual([1, 1]);
+    expect(serialised).toEqual([2, 1]);
   });
 
   it('goes through a global interceptor that maps it', async () => {
     const t = await started((app) => app.useGlobalInterceptors(new Envelope()));
-    const { first, replay, jsonCalls } = await firstAndReplay(t, '/orders');
+    const { first, replay, serialised } = await firstAndReplay(t, '/orders');
     expect(first.json()).toEqual({ data: ORDER });
     expectSameResponse(first, replay);
-    expect(jsonCalls).toEqual([1, 1]);
+    expect(serialised).toEqual([2, 1]);
   });
 
   it("reaches a middleware that wraps the response's json()", async () => {
@@ -226,13 +233,48 @@ describe('a JSON replay on Express, where something needs the value', () => {
     expect(logged).toEqual([ORDER, ORDER]);
   });
 
+  it("reaches a res.json() an APM agent or a redaction wrapped on Express's prototype", async () => {
+    // As dd-trace wraps express.response.json, and a redaction would: the replay is masked too.
+    const seen: unknown[] = [];
+    const json = express.response.json;
+    express.response.json = function (this: Response, body: unknown) {
+      seen.push(body);
+      const masked = JSON.parse(JSON.stringify(body), (name: string, value: unknown) =>
+        name === 'note' ? '[redacted]' : value,
+      );
+      return json.call(this, masked);
+    };
+    try {
+      const t = await started(() => {});
+      const { first, replay } = await firstAndReplay(t, '/orders');
+      expect(first.json()).toEqual({ ...ORDER, note: '[redacted]' });
+      expectSameResponse(first, replay);
+      expect(seen).toEqual([ORDER, ORDER]);
+    } finally {
+      express.response.json = json;
+    }
+  });
+
+  it("reaches a res.json() replaced on the app's response prototype", async () => {
+    const t = await started((app) => {
+      const proto = (app as NestExpressApplication).getHttpAdapter().getInstance().response;
+      const json = proto.json;
+      proto.json = function (this: Response, body: unknown) {
+        return json.call(this, { data: body, meta: { v: 2 } });
+      };
+    });
+    const { first, replay } = await firstAndReplay(t, '/orders');
+    expect(first.json()).toEqual({ data: ORDER, meta: { v: 2 } });
+    expectSameResponse(first, replay);
+  });
+
   it("passes Nest's global ClassSerializerInterceptor as text, hiding what it hides", async () => {
     const t = await started((app) =>
       app.useGlobalInterceptors(new ClassSerializerInterceptor(app.get(Reflector))),
     );
-    const { first, replay, jsonCalls } = await firstAndReplay(t, '/orders/account');
+    const { first, replay, serialised } = await firstAndReplay(t, '/orders/account');
     expect(first.json()).toEqual({ id: 7, name: 'Ada' });
     expectSameResponse(first, replay);
-    expect(jsonCalls).toEqual([1, 0]);
+    expect(serialised).toEqual([2, 0]);
   });
 });
