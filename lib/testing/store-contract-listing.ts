@@ -187,14 +187,13 @@ export function listingContract(c: ContractContext): void {
     await claim(k, 'dead', { leaseMs: lease, resumable: true });
     await c.store.recordStep!(k, 'dead', step(0, 'order'), 60_000);
     const claimed = (await only(p, 'running')).since;
-    await c.advanceTime(Math.floor(lease / 2));
+    // A quarter in: a busy machine (real time, on Redis) has three quarters of the lease left
+    // to reach the extension before the claim lapses.
+    await c.advanceTime(Math.floor(lease / 4));
     assert.equal(await c.store.extend(k, 'dead', lease), true);
     await until(listed(p, 'half_done', k), 'the extended lease to run out');
     const { since } = await only(p, 'half_done');
-    assert.ok(
-      since >= claimed + lease * 1.25,
-      `since ${since}: claimed ${claimed}, lease ${lease}`,
-    );
+    assert.ok(since >= claimed + lease * 1.2, `since ${since}: claimed ${claimed}, lease ${lease}`);
   });
 
   it('lists a released run without steps nowhere, nor a claim that was refused', async () => {
