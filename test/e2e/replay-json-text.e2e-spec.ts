@@ -25,7 +25,7 @@ import { Account, PLATFORMS, type Platform, post } from '../support/test-app';
  * for byte.
  */
 
-/** Text Express and Fastify send differently from JSON.stringify: non-ASCII, U+2028, HTML. */
+/** Text a serialiser may write in more than one way: non-ASCII, U+2028, HTML (`json escape`). */
 const ORDER = {
   id: 'ord_1',
   total: 12.5,
