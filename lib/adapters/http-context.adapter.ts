@@ -1,6 +1,5 @@
 import { ExecutionContext, HttpException } from '@nestjs/common';
 import type { HttpAdapterHost } from '@nestjs/core';
-import { existsSync, readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import { Observable, of, throwError } from 'rxjs';
 import { FORBIDDEN_REPLAY_HEADERS, REPLAYED_HEADER, STATUS_HEADER } from '../idempotency.constants';
@@ -18,7 +17,6 @@ import {
 import type { ResolvedIdempotencyOptions } from '../interfaces/idempotency-options.interface';
 import { describeError, errorStatus, rebuildError, type StoredError } from '../utils/error-codec';
 import { fingerprint } from '../utils/fingerprint';
-import { peerFile } from '../utils/load-optional';
 import { requestPrincipal } from '../utils/principal';
 import { ResponseSnapshot, unreplayableReason } from '../utils/response-codec';
 import {
@@ -28,6 +26,7 @@ import {
   SSE_METADATA,
 } from '../utils/nest-metadata';
 import type { IdempotencyContextAdapter, IdempotencyOutcome } from './context-adapter';
+import { isExpressJson } from './express-json';
 import { isMultipart, multipartFingerprint, type MultipartRequestLike } from './multipart';
 
 /** Media type of RFC 9457 problem details in JSON. */
@@ -316,30 +315,6 @@ export class HttpContextAdapter implements IdempotencyContextAdapter {
     this.selfResponding.set(handler, reason);
     return reason;
   }
-}
-
-/** Whether each `res.json` met is Express's own (see {@link isExpressJson}). */
-const expressJson = new WeakMap<object, boolean>();
-/** The source of the Express that Nest's adapter loads (`lib/response.js`); null: not found. */
-let expressSource: string | null | undefined;
-
-/**
- * Whether `json` is Express's own `res.json()`, not one an APM agent, a body logger or a
- * redaction wrapped or replaced (on the response, the app's prototype or Express's): its source
- * is part of Express's `lib/response.js`. A replacement may need the value a replay sends.
- */
-function isExpressJson(json: unknown): boolean {
-  if (typeof json !== 'function') return false;
-  let genuine = expressJson.get(json);
-  if (genuine === undefined) {
-    if (expressSource === undefined) {
-      const file = peerFile('@nestjs/platform-express', 'express', 'lib/response.js');
-      expressSource = file && existsSync(file) ? readFileSync(file, 'utf8') : null;
-    }
-    genuine = expressSource?.includes(Function.prototype.toString.call(json)) ?? false;
-    expressJson.set(json, genuine);
-  }
-  return genuine;
 }
 
 /** The response headers to store: those of `replayHeaders` the response has, lower-case. */
