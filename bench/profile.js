@@ -59,14 +59,10 @@ async function main() {
   let busy = 0;
   for (const node of profile.nodes) {
     const time = self.get(node.id) ?? 0;
-    const { functionName, url, lineNumber } = node.callFrame;
+    const { functionName } = node.callFrame;
     if (functionName === '(idle)' || functionName === '(program)') continue;
     busy += time;
-    const where = url.replace(/^.*node_modules\//, '').replace(/^.*\/(dist|bench)\//, '$1/');
-    const name = `${functionName || '(anonymous)'} ${where}:${lineNumber + 1}`;
-    byFunction.set(name, (byFunction.get(name) ?? 0) + time);
-    const pkg = packageOf(url, functionName);
-    byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + time);
+    addTo(byFunction, byPackage, node.callFrame, time);
   }
   const n = result.requests;
   console.log(
@@ -85,6 +81,15 @@ async function main() {
   print('Top functions', byFunction, TOP);
 }
 
+/** Adds `amount` to its frame's function and package. */
+function addTo(byFunction, byPackage, { functionName, url, lineNumber }, amount) {
+  const where = url.replace(/^.*node_modules\//, '').replace(/^.*\/(dist|bench)\//, '$1/');
+  const name = `${functionName || '(anonymous)'} ${where}:${lineNumber + 1}`;
+  byFunction.set(name, (byFunction.get(name) ?? 0) + amount);
+  const pkg = packageOf(url, functionName);
+  byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + amount);
+}
+
 /** The heap profile's bytes allocated per request, by package and by function (self). */
 function printAllocations(lane, scenario, n, profile, file) {
   const byFunction = new Map();
@@ -92,13 +97,8 @@ function printAllocations(lane, scenario, n, profile, file) {
   let total = 0;
   const visit = (node) => {
     const bytes = node.selfSize;
-    const { functionName, url, lineNumber } = node.callFrame;
     total += bytes;
-    const where = url.replace(/^.*node_modules\//, '').replace(/^.*\/(dist|bench)\//, '$1/');
-    const name = `${functionName || '(anonymous)'} ${where}:${lineNumber + 1}`;
-    byFunction.set(name, (byFunction.get(name) ?? 0) + bytes);
-    const pkg = packageOf(url, functionName);
-    byPackage.set(pkg, (byPackage.get(pkg) ?? 0) + bytes);
+    addTo(byFunction, byPackage, node.callFrame, bytes);
     node.children.forEach(visit);
   };
   visit(profile.head);
